@@ -1,0 +1,248 @@
+"""Chips as data: read ``data/chips/*.toml`` (or a user's own file) into a frozen ChipSpec.
+
+A chip file is a small TOML document with a fixed set of sections and fields (see
+``data/chips/910.toml`` for one with a source tag on every figure). The loader is strict: a
+missing field, an unknown field, a wrong type or a negative value is a :class:`ChipFileError`
+that names the file and the dotted field, so a typo never silently becomes a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ChipFileError
+
+#: The on-chip buffers of one AI core, in the order the views draw them.
+BUFFERS = ("l1", "l0a", "l0b", "l0c", "ub")
+
+
+@dataclass(frozen=True)
+class CubeSpec:
+    macs_per_cycle_fp16: int
+    macs_per_cycle_int8: int
+    startup_cycles: int
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    bytes_per_cycle: int
+    repeat_bytes: int
+    max_repeat: int
+    startup_cycles: int
+    transcendental_cycles_per_repeat: int
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """Capacity in bytes of each per-core buffer (``align`` uses the same fields for alignment)."""
+    l1: int
+    l0a: int
+    l0b: int
+    l0c: int
+    ub: int
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    gm_bytes: int
+    gm_bytes_per_cycle: float
+    l2_bytes: int
+
+
+@dataclass(frozen=True)
+class PipeSpec:
+    mte2_bytes_per_cycle: float
+    mte2_startup_cycles: int
+    mte1_bytes_per_cycle: float
+    mte1_startup_cycles: int
+    mte3_bytes_per_cycle: float
+    mte3_startup_cycles: int
+    fix_bytes_per_cycle: float
+    fix_startup_cycles: int
+
+
+@dataclass(frozen=True)
+class EnergySpec:
+    mac_fp16_pj: float
+    mac_int8_pj: float
+    vector_byte_pj: float
+    gm_byte_pj: float
+    l1_byte_pj: float
+    l0_byte_pj: float
+    ub_byte_pj: float
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """One simulated NPU. Sizes in bytes, rates per cycle, energy in picojoules."""
+    name: str
+    title: str
+    arch: str
+    ai_cores: int
+    vector_cores: int
+    clock_ghz: float
+    issue_cycles: int
+    event_ids: int
+    cube: CubeSpec
+    vector: VectorSpec
+    buffers: BufferSpec
+    align: BufferSpec
+    memory: MemorySpec
+    pipes: PipeSpec
+    energy: EnergySpec
+    source: str = ""
+
+    # -- derived figures -------------------------------------------------------------------
+    @property
+    def peak_fp16_tflops(self) -> float:
+        """cores x MACs a cycle x 2 FLOPs a MAC x clock."""
+        return self.ai_cores * self.cube.macs_per_cycle_fp16 * 2 * self.clock_ghz / 1000.0
+
+    @property
+    def peak_int8_tops(self) -> float:
+        return self.ai_cores * self.cube.macs_per_cycle_int8 * 2 * self.clock_ghz / 1000.0
+
+    @property
+    def peak_vector_tflops_fp16(self) -> float:
+        """One fp16 operation per 2 bytes of vector width a cycle, on every core."""
+        return self.ai_cores * self.vector.bytes_per_cycle / 2 * self.clock_ghz / 1000.0
+
+    @property
+    def gm_bandwidth_gbs(self) -> float:
+        return self.memory.gm_bytes_per_cycle * self.clock_ghz
+
+    def gm_share_bytes_per_cycle(self, active_cores: int) -> float:
+        """GM bandwidth one core gets when ``active_cores`` cores copy at once (an equal share)."""
+        return self.memory.gm_bytes_per_cycle / max(1, min(active_cores, self.ai_cores))
+
+    def buffer_bytes(self, buffer: str) -> int:
+        return getattr(self.buffers, buffer.lower())
+
+    def buffer_align(self, buffer: str) -> int:
+        return getattr(self.align, buffer.lower())
+
+    def to_dict(self) -> dict:
+        """Every field plus the derived peaks, JSON-ready."""
+        d = dataclasses.asdict(self)
+        d["peak_fp16_tflops"] = self.peak_fp16_tflops
+        d["peak_int8_tops"] = self.peak_int8_tops
+        d["peak_vector_tflops_fp16"] = self.peak_vector_tflops_fp16
+        d["gm_bandwidth_gbs"] = self.gm_bandwidth_gbs
+        return d
+
+
+_SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
+             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec}
+_ARCHS = ("coupled", "split")
+
+
+def _check_fields(cls, table: dict, where: str, origin: str) -> dict:
+    """Return ``table`` checked against dataclass ``cls``: every field present, none unknown,
+    numbers of the right kind and not negative."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    for key in table:
+        if key not in fields:
+            raise ChipFileError(f"{origin}: unknown field '{where}{key}'; expected one of "
+                                f"{', '.join(where + k for k in fields)}")
+    out = {}
+    for name, field in fields.items():
+        dotted = where + name
+        if name not in table:
+            raise ChipFileError(f"{origin}: missing field '{dotted}' ({field.type})")
+        value = table[name]
+        if name in _SECTIONS:
+            if not isinstance(value, dict):
+                raise ChipFileError(f"{origin}: '{dotted}' must be a table [{dotted}], got {value!r}")
+            out[name] = _SECTIONS[name](**_check_fields(_SECTIONS[name], value, dotted + ".", origin))
+            continue
+        if field.type == "str":
+            if not isinstance(value, str):
+                raise ChipFileError(f"{origin}: field '{dotted}' must be a string, got {value!r}")
+        else:
+            want_int = field.type == "int"
+            ok = isinstance(value, int) if want_int else isinstance(value, (int, float))
+            if not ok or isinstance(value, bool):
+                kind = "an integer" if want_int else "a number"
+                raise ChipFileError(f"{origin}: field '{dotted}' must be {kind}, got {value!r}")
+            if value < 0:
+                raise ChipFileError(f"{origin}: field '{dotted}' must not be negative, got {value!r}")
+            value = int(value) if want_int else float(value)
+        out[name] = value
+    return out
+
+
+def load_chip(path: str | Path) -> ChipSpec:
+    """Read and validate one chip file."""
+    path = Path(path)
+    origin = f"chip file '{path.name}'"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ChipFileError(f"{origin}: no such file ({path}); built-in chips are "
+                            f"{', '.join(chip_names())}") from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ChipFileError(f"{origin}: not valid TOML: {exc}") from None
+    spec = ChipSpec(**_check_fields(ChipSpec, table, "", origin), source=str(path))
+    if spec.arch not in _ARCHS:
+        raise ChipFileError(f"{origin}: field 'arch' must be one of {_ARCHS}, got {spec.arch!r}")
+    for name in ("ai_cores", "clock_ghz", "issue_cycles", "event_ids"):
+        if getattr(spec, name) <= 0:
+            raise ChipFileError(f"{origin}: field '{name}' must be positive, got {getattr(spec, name)!r}")
+    if spec.event_ids > 8:
+        raise ChipFileError(f"{origin}: field 'event_ids' must be at most 8 (ids 0-7), got {spec.event_ids}")
+    for name in BUFFERS:
+        if getattr(spec.buffers, name) <= 0:
+            raise ChipFileError(f"{origin}: field 'buffers.{name}' must be positive")
+        a = getattr(spec.align, name)
+        if a <= 0 or a & (a - 1):
+            raise ChipFileError(f"{origin}: field 'align.{name}' must be a power of two, got {a}")
+    for name in ("mte2_bytes_per_cycle", "mte1_bytes_per_cycle", "mte3_bytes_per_cycle", "fix_bytes_per_cycle"):
+        if getattr(spec.pipes, name) <= 0:
+            raise ChipFileError(f"{origin}: field 'pipes.{name}' must be positive")
+    if spec.memory.gm_bytes_per_cycle <= 0 or spec.vector.bytes_per_cycle <= 0:
+        raise ChipFileError(f"{origin}: bandwidths 'memory.gm_bytes_per_cycle' and "
+                            f"'vector.bytes_per_cycle' must be positive")
+    return spec
+
+
+def _chip_dir() -> Path:
+    """Built-in chip files: ``npulab/data/chips`` in an installed wheel, ``data/chips`` of the
+    source tree in a checkout or an editable install."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "data" / "chips", here.parent / "data" / "chips"):
+        if candidate.is_dir():
+            return candidate
+    raise ChipFileError(f"npulab's chip files are missing (looked in {here / 'data' / 'chips'})")
+
+
+def chip_names() -> list[str]:
+    """Names of the built-in chips, sorted."""
+    return sorted(p.name[:-5] for p in _chip_dir().iterdir() if p.name.endswith(".toml"))
+
+
+@lru_cache(maxsize=None)
+def _builtin(name: str) -> ChipSpec:
+    return load_chip(_chip_dir() / f"{name}.toml")
+
+
+def get_chip(name_or_path: "str | Path | ChipSpec") -> ChipSpec:
+    """A built-in chip by name (``"910"``), or a chip file by path (``"my_chip.toml"``)."""
+    if isinstance(name_or_path, ChipSpec):
+        return name_or_path
+    text = str(name_or_path)
+    if text.lower() in chip_names():
+        return _builtin(text.lower())
+    if text.endswith(".toml") or "/" in text or "\\" in text:
+        return load_chip(text)
+    raise ChipFileError(f"unknown chip {text!r}: built-in chips are {', '.join(chip_names())}; "
+                        f"or pass the path of a .toml chip file")
+
+
+def chips() -> list[ChipSpec]:
+    """Every built-in chip."""
+    return [_builtin(n) for n in chip_names()]

@@ -1,0 +1,83 @@
+"""``npulab``: the command line (``info`` is the npu-smi analog, ``bench`` runs benchmarks)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .chips import chips, get_chip
+from .errors import NpuError
+
+
+def _kib(n: int) -> str:
+    return f"{n // 1024} KiB" if n < 1 << 20 else f"{n / (1 << 20):g} MiB"
+
+
+def _info(args) -> int:
+    if args.chip:
+        chip = get_chip(args.chip)
+        if args.json:
+            print(json.dumps(chip.to_dict(), indent=2))
+            return 0
+        rows = [("name", chip.name), ("title", chip.title), ("arch", chip.arch),
+                ("AI cores", chip.ai_cores), ("vector cores", chip.vector_cores or "in each AI core"),
+                ("clock", f"{chip.clock_ghz:g} GHz"),
+                ("peak fp16", f"{chip.peak_fp16_tflops:.1f} TFLOPS"),
+                ("peak int8", f"{chip.peak_int8_tops:.1f} TOPS"),
+                ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores"),
+                ("event ids", f"0-{chip.event_ids - 1}")]
+        rows += [(b.upper(), f"{_kib(getattr(chip.buffers, b))} (align {getattr(chip.align, b)} B)")
+                 for b in ("l1", "l0a", "l0b", "l0c", "ub")]
+        width = max(len(k) for k, _ in rows)
+        print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+        return 0
+    all_chips = chips()
+    if args.json:
+        print(json.dumps([c.to_dict() for c in all_chips], indent=2))
+        return 0
+    head = ("chip", "cores", "GHz", "fp16 TFLOPS", "GM GB/s", "L1", "L0A", "L0C", "UB", "title")
+    rows = [(c.name, str(c.ai_cores), f"{c.clock_ghz:.3g}", f"{c.peak_fp16_tflops:.1f}",
+             f"{c.gm_bandwidth_gbs:.0f}", _kib(c.buffers.l1), _kib(c.buffers.l0a), _kib(c.buffers.l0c),
+             _kib(c.buffers.ub), c.title) for c in all_chips]
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    for r in [head] + rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _bench(args) -> int:
+    from . import bench
+    if args.what == "sim":
+        result = bench.bench_sim(args.instructions)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print(f"{result['instructions']:,} instructions: Cython {result['cython_s']:.3f} s, "
+                  f"Python {result['python_s']:.3f} s, ratio {result['ratio']:.0f}x, "
+                  f"identical: {result['identical']}")
+        return 0 if result["identical"] else 1
+    raise AssertionError(args.what)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="npulab", description="a simulated Ascend-style NPU for learning")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="the chips (npu-smi info)")
+    p.add_argument("--chip", help="one chip in detail: a name or a .toml path")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_info)
+    p = sub.add_parser("bench", help="benchmarks, as JSON")
+    p.add_argument("what", choices=["sim"])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--instructions", type=int, default=1_000_000)
+    p.set_defaults(func=_bench)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except NpuError as exc:
+        print(f"npulab: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

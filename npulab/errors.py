@@ -1,0 +1,51 @@
+"""Every error npulab raises on purpose.
+
+Each one teaches: it names the operation and the argument, the value received, the value
+expected, the rule, and where possible a fix. All derive from :class:`NpuError`, so a learner can
+catch them together; each also derives from the built-in error a Python user would expect
+(``ValueError`` for bad values, ``RuntimeError`` for a kernel that cannot run).
+"""
+
+
+class NpuError(Exception):
+    """Base class of every npulab error."""
+
+
+class ChipFileError(NpuError, ValueError):
+    """A chip description file is missing, unreadable, or has a bad field."""
+
+
+class ShapeError(NpuError, ValueError):
+    """A tensor's shape, dtype or format is not what an operation expects."""
+
+
+class AlignmentError(NpuError, ValueError):
+    """An address or a length breaks a buffer's alignment rule."""
+
+
+class BufferOverflowError(NpuError, MemoryError):
+    """An allocation does not fit into an on-chip buffer."""
+
+
+class SyncError(NpuError, ValueError):
+    """A flag, event id or queue is used against the rules."""
+
+
+class DeadlockError(NpuError, RuntimeError):
+    """Some pipe waits on a flag that can never be set.
+
+    ``blocked`` lists the indices (in the core's instruction stream) of the instructions that
+    could not start: the head of every stalled pipe, and the scalar unit's next instruction.
+    """
+
+    def __init__(self, message: str, blocked=()):
+        super().__init__(message)
+        self.blocked = list(blocked)
+
+
+class RaceError(NpuError, RuntimeError):
+    """Two pipes touch the same bytes without being ordered."""
+
+
+class InstructionBudgetError(NpuError, RuntimeError):
+    """A kernel issued more instructions than the launch allows (a runaway loop)."""

@@ -1,0 +1,144 @@
+"""Element-wise Add in the ops-nn shape: a host tiling function, then a kernel.
+
+What you learn here (lab 02 walks through it):
+
+* the host side splits N elements over the cores (``block_factor``) and each block into UB
+  tiles that fit 2 inputs + 1 output, ``buffer_num`` times each;
+* the kernel is CopyIn -> Compute -> CopyOut over queues; with ``buffer_num=2`` MTE2 copies
+  tile i+1 while the vector unit adds tile i and MTE3 writes tile i-1;
+* tails: a block or a tile whose bytes are not a multiple of 32 moves with ``data_copy_pad``.
+
+Mirrors hicann/ops-nn ``examples/add_example`` (FACTS.md, S6).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .. import lang
+from ..chips import ChipSpec, get_chip
+from ..errors import ShapeError
+from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, data_copy_pad, get_block_idx
+
+BLOCK_BYTES = 32           # one DMA block: every tile boundary sits on one
+QUEUES_PER_TILE = 3        # x in, y in, z out
+MIN_TILES_PER_BLOCK = 8    # split a block at least this finely so the pipes can overlap
+SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+@dataclass(frozen=True)
+class AddTiling:
+    """The TilingData struct the host fills and the kernel reads."""
+    total: int          # elements in x (and y, z)
+    block_factor: int   # elements per block (the last block may get fewer)
+    block_dim: int      # blocks launched
+    tile: int           # elements per UB tile (one slot of each queue)
+    buffer_num: int     # slots per queue: 2 = double buffering
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def add_tiling(n: int, dtype, chip: "ChipSpec | str" = "910", buffer_num: int = 2,
+               tile: int | None = None) -> AddTiling:
+    """Split ``n`` elements over the chip's cores, then each block into UB tiles.
+
+    block_factor = ceil(n / cores) rounded up to a 32-byte block; the UB holds
+    QUEUES_PER_TILE x buffer_num slots, so a tile is at most UB / (3 x buffer_num) bytes, and at
+    most 1/MIN_TILES_PER_BLOCK of a block so that copies and compute can overlap.
+    ``tile`` forces a tile size (elements, multiple of a 32-byte block) for experiments.
+    """
+    chip = get_chip(chip)
+    dt = np.dtype(dtype)
+    if n < 1:
+        raise ShapeError(f"add_tiling: need at least one element, got n={n}")
+    if buffer_num < 1:
+        raise ShapeError(f"add_tiling: buffer_num must be at least 1, got {buffer_num}")
+    per_block = BLOCK_BYTES // dt.itemsize                 # elements in a 32-byte block
+    block_factor = _round_up(-(-n // chip.ai_cores), per_block)
+    block_dim = -(-n // block_factor)
+    ub_tile = (chip.buffers.ub // (QUEUES_PER_TILE * buffer_num)) // BLOCK_BYTES * BLOCK_BYTES // dt.itemsize
+    if tile is None:
+        tile = min(ub_tile, _round_up(-(-block_factor // MIN_TILES_PER_BLOCK), per_block))
+    elif tile % per_block or tile <= 0:
+        raise ShapeError(f"add_tiling: tile={tile} must be a positive multiple of {per_block} "
+                         f"elements ({BLOCK_BYTES} bytes of {dt})")
+    return AddTiling(n, block_factor, block_dim, tile, buffer_num)
+
+
+class KernelAdd:
+    """One block of z = x + y: Ascend C's KernelAdd, method for method."""
+
+    def __init__(self, x, y, z, tiling: AddTiling):
+        t = tiling
+        start = get_block_idx() * t.block_factor
+        self.length = min(t.block_factor, t.total - start)   # the last block may be short
+        self.tile = t.tile
+        self.x_gm, self.y_gm, self.z_gm = (g[start: start + self.length] for g in (x, y, z))
+        self.dtype = x.dtype
+        self.pipe = Pipe()
+        self.in_x, self.in_y = Queue(VECIN, "in_x"), Queue(VECIN, "in_y")
+        self.out_z = Queue(VECOUT, "out_z")
+        for q in (self.in_x, self.in_y, self.out_z):
+            self.pipe.init_buffer(q, t.buffer_num, t.tile * self.dtype.itemsize)
+
+    def process(self) -> None:
+        for i in range(-(-self.length // self.tile)):
+            count = min(self.tile, self.length - i * self.tile)
+            self.copy_in(i, count)
+            self.compute(count)
+            self.copy_out(i, count)
+
+    def _copy(self, dst, src, count):
+        if count * self.dtype.itemsize % BLOCK_BYTES:
+            data_copy_pad(dst, src, count)        # a tail: pad the last 32-byte block
+        else:
+            data_copy(dst, src, count)
+
+    def copy_in(self, i: int, count: int) -> None:
+        x, y = self.in_x.alloc_tensor(self.dtype), self.in_y.alloc_tensor(self.dtype)
+        self._copy(x, self.x_gm[i * self.tile:], count)
+        self._copy(y, self.y_gm[i * self.tile:], count)
+        self.in_x.enque(x)
+        self.in_y.enque(y)
+
+    def compute(self, count: int) -> None:
+        x, y = self.in_x.deque(), self.in_y.deque()
+        z = self.out_z.alloc_tensor(self.dtype)
+        lang.add(z, x, y, count)
+        self.out_z.enque(z)
+        self.in_x.free_tensor(x)
+        self.in_y.free_tensor(y)
+
+    def copy_out(self, i: int, count: int) -> None:
+        z = self.out_z.deque()
+        self._copy(self.z_gm[i * self.tile:], z, count)
+        self.out_z.free_tensor(z)
+
+
+def add_kernel(x, y, z, tiling: AddTiling) -> None:
+    """The kernel entry (``__global__ __aicore__ void add_custom(...)``)."""
+    KernelAdd(x, y, z, tiling).process()
+
+
+def run_add(x: np.ndarray, y: np.ndarray, chip="910", buffer_num: int = 2, mode: str = "functional",
+            tile: int | None = None):
+    """Host side: check inputs, tile, launch. Returns (z, trace)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape:
+        raise ShapeError(f"add: x has shape {x.shape} and y has {y.shape}; they must match")
+    if x.dtype != y.dtype or x.dtype not in SUPPORTED:
+        raise ShapeError(f"add: x is {x.dtype} and y is {y.dtype}; both must be float16 or both float32")
+    if x.size == 0:
+        return x.copy(), None
+    tiling = add_tiling(x.size, x.dtype, chip, buffer_num, tile)
+    z = np.zeros_like(x)
+    (_, _, zout, _), trace = lang.launch(add_kernel, tiling.block_dim, x.reshape(-1), y.reshape(-1),
+                                         z.reshape(-1), tiling, chip=chip, mode=mode)
+    out = zout.reshape(x.shape) if zout is not None else None
+    return out, trace

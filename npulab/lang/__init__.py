@@ -1,0 +1,29 @@
+"""The kernel language: Ascend C in Python, names in snake_case.
+
+A vector kernel reads like its Ascend C original::
+
+    pipe = Pipe()
+    in_x = Queue(VECIN, "in_x"); pipe.init_buffer(in_x, 2, TILE * 2)
+    x = in_x.alloc_tensor(np.float16); data_copy(x, x_gm[i * TILE:], TILE); in_x.enque(x)
+    x = in_x.deque(); ...; in_x.free_tensor(x)
+
+and runs with ``launch(kernel, block_dim, *args, chip="910")``.
+"""
+from .context import get_block_idx, get_block_num
+from .copy import data_copy, data_copy_pad
+from .launch import LaunchResult, launch
+from .pipe import Pipe, Queue, TBuf
+from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
+                   pipe_barrier, set_flag, wait_flag)
+from .tensor import A1, A2, B1, B2, CO1, CO2, VECCALC, VECIN, VECOUT, GlobalTensor, LocalTensor, Position
+from .vector import (abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, min, mins, mul, muls,
+                     reciprocal, reduce_max, reduce_sum, relu, sqrt, sub)
+
+__all__ = [
+    "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
+    "Pipe", "Queue", "TBuf", "PIPE_ALL", "PIPE_FIX", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
+    "PIPE_S", "PIPE_V", "pipe_barrier", "set_flag", "wait_flag", "A1", "A2", "B1", "B2", "CO1", "CO2",
+    "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "abs", "add", "adds",
+    "cast", "div", "duplicate", "exp", "ln", "max", "maxs", "min", "mins", "mul", "muls",
+    "reciprocal", "reduce_max", "reduce_sum", "relu", "sqrt", "sub",
+]

@@ -1,0 +1,37 @@
+"""Which device, core and block the kernel code being run belongs to.
+
+Ascend C kernels read ``GetBlockIdx()`` from the hardware; here :func:`launch` sets the
+current block before it calls the kernel body, and every kernel-language call finds its core
+through :func:`current`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KernelContext:
+    device: object
+    core: object
+    block_idx: int
+    block_num: int
+    pipes: list = field(default_factory=list)
+
+
+_stack: list[KernelContext] = []
+
+
+def current() -> KernelContext:
+    if not _stack:
+        raise RuntimeError("kernel-language calls only work inside a kernel run by npulab.lang.launch(...)")
+    return _stack[-1]
+
+
+def get_block_idx() -> int:
+    """This block's index, 0 .. block_num - 1 (Ascend C ``GetBlockIdx()``)."""
+    return current().block_idx
+
+
+def get_block_num() -> int:
+    """How many blocks the kernel was launched with (Ascend C ``GetBlockNum()``)."""
+    return current().block_num

@@ -1,0 +1,96 @@
+"""DataCopy and DataCopyPad: moving bytes between GM and the on-chip buffers.
+
+Which pipe moves the bytes follows from where they come from and go to (FACTS.md, Pipes):
+GM -> UB/L1 on MTE2, UB -> GM on MTE3, L1 -> UB on MTE1, UB -> UB on the vector pipe.
+``data_copy`` moves whole 32-byte blocks only, as the hardware does; ``data_copy_pad`` takes
+any element count, padding the on-chip side to the next block.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AlignmentError, ShapeError
+from ..sim.isa import Kind, Op, Pipe
+from .context import current
+from .tensor import GlobalTensor, LocalTensor
+
+BLOCK = 32  # bytes: the unit every DMA moves
+
+_ROUTES = {  # (src level, dst level) -> (pipe, opcode)
+    ("GM", "UB"): (Pipe.MTE2, Op.COPY_GM_TO_UB),
+    ("GM", "L1"): (Pipe.MTE2, Op.COPY_GM_TO_L1),
+    ("UB", "GM"): (Pipe.MTE3, Op.COPY_UB_TO_GM),
+    ("L1", "UB"): (Pipe.MTE1, Op.COPY_L1_TO_UB),
+    ("UB", "UB"): (Pipe.V, Op.COPY_UB_TO_UB),
+}
+
+
+def _level(t) -> str:
+    return "GM" if isinstance(t, GlobalTensor) else t.buffer.name
+
+
+def _energy_pj(chip, level: str, nbytes: int) -> float:
+    e = chip.energy
+    per = {"GM": e.gm_byte_pj, "L1": e.l1_byte_pj, "UB": e.ub_byte_pj}.get(level, e.l0_byte_pj)
+    return per * nbytes
+
+
+def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
+    ctx = current()
+    core, dev = ctx.core, ctx.device
+    if not isinstance(dst, (GlobalTensor, LocalTensor)) or not isinstance(src, (GlobalTensor, LocalTensor)):
+        raise ShapeError(f"{what}(dst, src, count): dst and src must be GlobalTensor or LocalTensor, "
+                         f"got {type(dst).__name__} and {type(src).__name__}")
+    route = (_level(src), _level(dst))
+    if route not in _ROUTES:
+        hint = " (L1 -> L0A/L0B is load_data)" if route[0] == "L1" else ""
+        raise ShapeError(f"{what}: no data path from {route[0]} to {route[1]}{hint}; copies run "
+                         f"{', '.join(f'{a}->{b}' for a, b in _ROUTES)}")
+    if src.dtype != dst.dtype:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert "
+                         f"(use cast on the vector unit)")
+    count = int(count)
+    if count <= 0:
+        raise ShapeError(f"{what}: count must be positive, got {count}")
+    nbytes = count * src.itemsize
+    if not padded and nbytes % BLOCK:
+        raise AlignmentError(
+            f"{what}: {count} elements of {src.dtype} are {nbytes} bytes, not a multiple of the "
+            f"{BLOCK}-byte block a DMA moves. Fix: copy a multiple of {BLOCK // src.itemsize} "
+            f"elements, or use data_copy_pad for the tail.")
+    moved = -(-nbytes // BLOCK) * BLOCK           # DMAs move whole blocks
+    local = dst if isinstance(dst, LocalTensor) else src
+    room = local.nbytes if padded and local is dst else local.size * local.itemsize
+    if (moved if local is dst else nbytes) > room:
+        raise ShapeError(f"{what}: {count} elements ({moved} B with padding) do not fit in "
+                         f"'{local.owner}', which holds {local.size} elements ({local.nbytes} B)")
+    for t in (src, dst):
+        if isinstance(t, GlobalTensor) and count > t.size:
+            raise ShapeError(f"{what}: {count} elements reach past the end of {t!r} ({t.size} elements)")
+    pipe, op = _ROUTES[route]
+    touches_gm = "GM" in route
+    dur = dev.copy_cycles(pipe, moved, touches_gm) if pipe != Pipe.V else \
+        dev.chip.vector.startup_cycles + -(-moved // dev.chip.vector.bytes_per_cycle)
+    # numerics, in program order
+    if dev.functional:
+        s, d = src.numpy(), dst.numpy()
+        if s is not None and d is not None:
+            d[:count] = s[:count]
+            if padded and isinstance(dst, LocalTensor):
+                d[count: moved // dst.itemsize] = pad_value
+    wcount = moved // dst.itemsize if (padded and isinstance(dst, LocalTensor)) else count
+    core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
+               nbytes=nbytes, energy=_energy_pj(dev.chip, route[0], moved) + _energy_pj(dev.chip, route[1], moved),
+               route=f"{route[0]}->{route[1]}",
+               reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)])
+
+
+def data_copy(dst, src, count: int | None = None) -> None:
+    """Copy ``count`` elements (default: all of ``dst``); the byte count must be a multiple of 32."""
+    _copy(dst, src, dst.size if count is None else count, "data_copy", padded=False)
+
+
+def data_copy_pad(dst, src, count: int, pad_value=0) -> None:
+    """Copy any number of elements. Into UB/L1 the last 32-byte block is filled with
+    ``pad_value``; out to GM only ``count`` elements are written (Ascend C ``DataCopyPad``)."""
+    _copy(dst, src, count, "data_copy_pad", padded=True, pad_value=pad_value)

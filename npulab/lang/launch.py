@@ -1,0 +1,62 @@
+"""Launch a kernel on the simulated NPU (the ``kernel<<<block_dim, ...>>>`` of Ascend C).
+
+``launch`` runs the kernel body once per block, on core ``block_idx % cores``, collecting each
+core's instruction stream; then schedules the streams, checks races, and returns the GM
+arguments after the run with the Trace.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..sim.device import DEFAULT_BUDGET, Device
+from ..sim.trace import Trace
+from . import context
+from .tensor import GlobalTensor
+
+
+class LaunchResult(NamedTuple):
+    outputs: list            # every GM argument after the run (numpy arrays; None in timing mode)
+    trace: Trace
+
+
+def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
+           budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
+           scheduler: str = "cython") -> LaunchResult:
+    """Run ``kernel(*args)`` on ``block_dim`` blocks.
+
+    args: numpy arrays become GM tensors (copies: your arrays are never written) named
+    ``arg0``, ``arg1``, ...; GlobalTensors are used as they are; anything else (a tiling
+    struct) is passed through. mode: "functional" computes every tile with numpy, "timing"
+    only times. check_races defaults to on in functional mode.
+    """
+    if not callable(kernel):
+        raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
+    if not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
+        raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
+    dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
+                 scheduler_name=scheduler)
+    gm_args = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            data = a.copy() if dev.functional else None
+            a = GlobalTensor(data, name=f"arg{i}") if data is not None else \
+                GlobalTensor.empty(a.size, a.dtype, name=f"arg{i}")
+        gm_args.append(a)
+    for b in range(int(block_dim)):
+        core = dev.core_for_block(b)
+        core.block_idx = b
+        ctx = context.KernelContext(dev, core, b, int(block_dim))
+        context._stack.append(ctx)
+        try:
+            kernel(*gm_args)
+            for p in ctx.pipes:
+                p.destroy()
+            core.end_block()
+        finally:
+            context._stack.pop()
+    trace = dev.finish()
+    outputs = [None if not isinstance(a, GlobalTensor) or a.root.data is None else a.root.data.copy()
+               for a in gm_args]
+    return LaunchResult(outputs, trace)

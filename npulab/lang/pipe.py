@@ -1,0 +1,209 @@
+"""TPipe, TQue and TBuf: on-chip memory handed out in slots, and the flags that queues set.
+
+A queue at a position carries data from the position's producer pipe to its consumer pipe and
+turns each call into exactly the flags the hardware needs::
+
+    alloc_tensor  producer pipe waits until the slot's last reader freed it (write-after-read)
+    enque         producer pipe sets producer->consumer        (the data is written)
+    deque         consumer pipe waits on producer->consumer    (read-after-write)
+    free_tensor   consumer pipe sets consumer->producer        (the slot may be reused)
+
+With ``buffer_num=2`` the producer fills one slot while the consumer reads the other: double
+buffering needs nothing more than that.
+"""
+from __future__ import annotations
+
+from collections import deque as _fifo
+
+import numpy as np
+
+from ..errors import DeadlockError, ShapeError, SyncError
+from ..sim.isa import Kind, Op, flag_key
+from ..sim.isa import Pipe as HwPipe
+from ..sim.memory import AllocRecord
+from .context import current
+from .tensor import LocalTensor, Position, as_dtype
+
+_counter = {"queue": 0, "tbuf": 0}
+
+
+def _auto_name(kind: str, position: Position) -> str:
+    _counter[kind] += 1
+    return f"{position.name.lower()}_{kind}{_counter[kind]}"
+
+
+class Queue:
+    """Ascend C ``TQue<position, depth>``: give it a name so traces and errors can say whose bytes."""
+
+    def __init__(self, position: Position, name: str | None = None):
+        self.position = Position(position)
+        self.name = name or _auto_name("queue", self.position)
+        self.core = None
+        self.buffer_num = 0
+
+    def _setup(self, core, buffer, offset, buffer_num, slot_bytes):
+        self.core, self.buffer, self.base = core, buffer, offset
+        self.buffer_num, self.slot_bytes = buffer_num, slot_bytes
+        self.held = [False] * buffer_num
+        self.allocs = self.frees = self.waits = 0
+        self.enqueued = _fifo()
+        self.records: dict[int, AllocRecord] = {}
+        pos = self.position
+        self.synced = pos.producer != pos.consumer
+        if self.synced:
+            self.fwd = flag_key(pos.producer, pos.consumer, core.take_event(pos.producer, pos.consumer, self.name))
+            self.back = flag_key(pos.consumer, pos.producer, core.take_event(pos.consumer, pos.producer, self.name))
+
+    def _need_init(self, what):
+        if self.core is None:
+            raise SyncError(f"{what} on queue '{self.name}' before pipe.init_buffer({self.name}, buffer_num, nbytes)")
+
+    def alloc_tensor(self, dtype) -> LocalTensor:
+        """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
+        self._need_init("alloc_tensor")
+        dt = as_dtype(dtype)
+        if all(self.held):
+            raise SyncError(f"alloc_tensor on queue '{self.name}': all {self.buffer_num} buffers are "
+                            f"held (allocated and not yet freed). free_tensor one first, or give the "
+                            f"queue more buffers in init_buffer(buffer_num=...)")
+        slot = self.allocs % self.buffer_num
+        if self.held[slot]:
+            slot = self.held.index(False)
+        pos, core = self.position, self.core
+        if self.synced and self.allocs >= self.buffer_num:
+            i = core.issue(pos.producer, Kind.WAIT, Op.WAIT_FLAG, key=self.back,
+                           name=f"alloc_tensor {self.name}[{slot}] (wait free)")
+            self.waits += 1
+        else:
+            i = core.issue(pos.producer, Kind.WORK, Op.MARK, name=f"alloc_tensor {self.name}[{slot}]")
+        self.allocs += 1
+        self.held[slot] = True
+        offset = self.base + slot * self.slot_bytes
+        rec = AllocRecord(self.buffer.name, f"{self.name}[{slot}]", offset, self.slot_bytes, i)
+        self.buffer.log.append(rec)
+        self.records[slot] = rec
+        return LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize, pos, self.name,
+                           self, slot)
+
+    def _own(self, t: LocalTensor, what: str) -> None:
+        if not isinstance(t, LocalTensor) or t.queue is not self or not self.held[t.slot]:
+            raise SyncError(f"{what} on queue '{self.name}': {t!r} is not a tensor this queue "
+                            f"allocated and still holds")
+
+    def enque(self, t: LocalTensor) -> None:
+        """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
+        self._need_init("enque")
+        self._own(t, "enque")
+        if self.synced:
+            pos = self.position
+            self.core.issue(pos.producer, Kind.SET, Op.SET_FLAG, key=self.fwd,
+                            name=f"enque {self.name}[{t.slot}]")
+        self.enqueued.append(t)
+
+    def deque(self, dtype=None) -> LocalTensor:
+        """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
+        self._need_init("deque")
+        pos = self.position
+        if not self.enqueued:
+            raise DeadlockError(
+                f"deadlock on core {self.core.index}: deque on queue '{self.name}' finds nothing "
+                f"enqueued, so pipe {pos.consumer.name} would wait on flag "
+                f"{pos.producer.name}->{pos.consumer.name} forever (instruction #{len(self.core)}). "
+                f"enque a tensor before you deque it.")
+        t = self.enqueued.popleft()
+        if dtype is not None and as_dtype(dtype) != t.dtype:
+            t = t.reinterpret_cast(dtype)
+        if self.synced:
+            self.core.issue(pos.consumer, Kind.WAIT, Op.WAIT_FLAG, key=self.fwd,
+                            name=f"deque {self.name}[{t.slot}]")
+        return t
+
+    def free_tensor(self, t: LocalTensor) -> None:
+        """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
+        self._need_init("free_tensor")
+        self._own(t, "free_tensor")
+        if any(e.slot == t.slot for e in self.enqueued):
+            raise SyncError(f"free_tensor on queue '{self.name}': slot {t.slot} is still enqueued; "
+                            f"deque it first")
+        pos = self.position
+        if self.synced:
+            i = self.core.issue(pos.consumer, Kind.SET, Op.SET_FLAG, key=self.back,
+                                name=f"free_tensor {self.name}[{t.slot}]")
+            self.frees += 1
+        else:
+            i = self.core.issue(pos.consumer, Kind.WORK, Op.MARK, name=f"free_tensor {self.name}[{t.slot}]")
+        self.held[t.slot] = False
+        self.records.pop(t.slot).released = i
+
+    def _drain(self) -> None:
+        """End of block: the producer consumes the free flags no alloc waited on, as TPipe's
+        destruction does, so the next block on this core starts with clean flags."""
+        if self.core is None or not self.synced:
+            return
+        for _ in range(self.frees - self.waits):
+            self.core.issue(self.position.producer, Kind.WAIT, Op.WAIT_FLAG, key=self.back,
+                            name=f"release {self.name}")
+        self.waits = self.frees
+        self.core = None
+
+
+class TBuf:
+    """Ascend C ``TBuf<position>``: scratch space with no queue and no flags."""
+
+    def __init__(self, position: Position = Position.VECCALC, name: str | None = None):
+        self.position = Position(position)
+        self.name = name or _auto_name("tbuf", self.position)
+        self.buffer = None
+
+    def get(self, dtype, size: int | None = None) -> LocalTensor:
+        """The whole buffer (or its first ``size`` elements) as a tensor of ``dtype``."""
+        if self.buffer is None:
+            raise SyncError(f"TBuf '{self.name}'.get before pipe.init_buffer({self.name}, nbytes)")
+        dt = as_dtype(dtype)
+        n = self.nbytes // dt.itemsize
+        if size is not None:
+            if size > n:
+                raise ShapeError(f"TBuf '{self.name}' holds {n} elements of {dt}, asked for {size}")
+            n = size
+        return LocalTensor(self.buffer, self.offset, dt, n, self.position, self.name)
+
+
+class Pipe:
+    """Ascend C ``TPipe``: hands out on-chip memory to queues and TBufs for one block."""
+
+    def __init__(self):
+        ctx = current()
+        self.core = ctx.core
+        self.queues: list[Queue] = []
+        ctx.pipes.append(self)
+
+    def init_buffer(self, queue: "Queue | TBuf", buffer_num: int = 1, nbytes: int | None = None) -> None:
+        """Reserve ``buffer_num`` slots of ``nbytes`` each (rounded up to 32-byte blocks) in the
+        queue's buffer. For a TBuf: ``init_buffer(tbuf, nbytes)``."""
+        if isinstance(queue, TBuf):
+            if nbytes is None:
+                buffer_num, nbytes = 1, buffer_num
+            buf = self.core.buffers[queue.position.buffer]
+            queue.offset = buf.reserve(nbytes, queue.name)
+            queue.buffer, queue.nbytes = buf, -(-nbytes // buf.align) * buf.align
+            i = self.core.issue(HwPipe.V, Kind.WORK, Op.MARK, name=f"init_buffer {queue.name}")
+            buf.log.append(AllocRecord(buf.name, queue.name, queue.offset, queue.nbytes, i))
+            return
+        if not isinstance(queue, Queue):
+            raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
+        if nbytes is None:
+            raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
+        if queue.core is not None:
+            raise SyncError(f"queue '{queue.name}' is already initialised")
+        if buffer_num < 1:
+            raise ShapeError(f"init_buffer({queue.name}): buffer_num must be at least 1, got {buffer_num}")
+        buf = self.core.buffers[queue.position.buffer]
+        slot = -(-int(nbytes) // buf.align) * buf.align
+        offset = buf.reserve(slot * buffer_num, queue.name)
+        queue._setup(self.core, buf, offset, buffer_num, slot)
+        self.queues.append(queue)
+
+    def destroy(self) -> None:
+        for q in self.queues:
+            q._drain()
+

@@ -1,0 +1,170 @@
+"""Tensors of the kernel language: GlobalTensor over GM, LocalTensor inside an on-chip buffer.
+
+``Position`` names where a LocalTensor lives, as in Ascend C (``TPosition``); each position
+belongs to one physical buffer and has a producer pipe and a consumer pipe, which is what a
+queue at that position synchronises.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..sim.isa import Pipe
+
+DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.int32)}
+
+
+class Position(Enum):
+    """(buffer, producer pipe, consumer pipe) of each TPosition."""
+    VECIN = ("UB", Pipe.MTE2, Pipe.V)
+    VECOUT = ("UB", Pipe.V, Pipe.MTE3)
+    VECCALC = ("UB", Pipe.V, Pipe.V)
+    A1 = ("L1", Pipe.MTE2, Pipe.MTE1)
+    B1 = ("L1", Pipe.MTE2, Pipe.MTE1)
+    A2 = ("L0A", Pipe.MTE1, Pipe.M)
+    B2 = ("L0B", Pipe.MTE1, Pipe.M)
+    CO1 = ("L0C", Pipe.M, Pipe.FIX)
+    CO2 = ("UB", Pipe.FIX, Pipe.MTE3)
+
+    @property
+    def buffer(self) -> str:
+        return self.value[0]
+
+    @property
+    def producer(self) -> Pipe:
+        return self.value[1]
+
+    @property
+    def consumer(self) -> Pipe:
+        return self.value[2]
+
+
+VECIN, VECOUT, VECCALC = Position.VECIN, Position.VECOUT, Position.VECCALC
+A1, B1, A2, B2, CO1, CO2 = Position.A1, Position.B1, Position.A2, Position.B2, Position.CO1, Position.CO2
+
+
+def as_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in DTYPES:
+        raise ShapeError(f"dtype {dt} is not supported; expected one of "
+                         f"{', '.join(sorted(str(d) for d in DTYPES))}")
+    return dt
+
+
+class GlobalTensor:
+    """A 1-D window onto a GM allocation (Ascend C ``GlobalTensor<T>``).
+
+    ``root`` names the allocation; ``offset`` and ``size`` are in elements. In timing-only
+    mode ``data`` may be None: only shapes and bytes matter then.
+    """
+
+    def __init__(self, data=None, *, name: str = "gm", dtype=None, size: int | None = None,
+                 _root=None, _offset: int = 0):
+        if _root is not None:
+            self.root, self.name, self.data, self.dtype = _root, _root.name, _root.data, _root.dtype
+            self.offset, self.size = _offset, size
+            return
+        self.root, self.name, self.offset = self, name, 0
+        if data is not None:
+            arr = np.ascontiguousarray(data).reshape(-1)
+            self.dtype = as_dtype(arr.dtype)
+            self.data, self.size = arr, arr.size
+        else:
+            if dtype is None or size is None:
+                raise ShapeError("GlobalTensor needs either data or both dtype= and size=")
+            self.dtype, self.data, self.size = as_dtype(dtype), None, int(size)
+
+    @classmethod
+    def empty(cls, size: int, dtype, name: str = "gm") -> "GlobalTensor":
+        """A GM tensor with a size and dtype but no contents (timing-only runs)."""
+        return cls(name=name, dtype=dtype, size=size)
+
+    def set_global_buffer(self, src: "GlobalTensor", offset: int = 0, size: int | None = None) -> "GlobalTensor":
+        """Ascend C ``SetGlobalBuffer(ptr + offset, size)``: make this tensor a window of ``src``."""
+        view = src[offset: offset + size if size is not None else src.size]
+        self.__dict__.update(view.__dict__)
+        return self
+
+    def __getitem__(self, key) -> "GlobalTensor":
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise ShapeError(f"GlobalTensor '{self.name}' takes a contiguous slice like t[a:b], got {key!r}")
+        start, stop, _ = key.indices(self.size)
+        return GlobalTensor(_root=self.root, _offset=self.offset + start, size=max(0, stop - start))
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    def byte_range(self, count: int) -> tuple[str, int, int]:
+        lo = self.offset * self.itemsize
+        return (f"GM:{self.name}", lo, lo + count * self.itemsize)
+
+    def numpy(self) -> np.ndarray | None:
+        """The elements of this window (a view), or None in timing-only mode."""
+        return None if self.data is None else self.data[self.offset: self.offset + self.size]
+
+    def __repr__(self) -> str:
+        return f"GlobalTensor('{self.name}'[{self.offset}:{self.offset + self.size}], {self.dtype})"
+
+
+class LocalTensor:
+    """A typed window into an on-chip buffer (Ascend C ``LocalTensor<T>``).
+
+    ``offset`` is in bytes from the buffer's start, ``size`` in elements.
+    """
+
+    def __init__(self, buffer, offset: int, dtype, size: int, position: Position, owner: str,
+                 queue=None, slot: int = -1):
+        self.buffer, self.offset, self.dtype, self.size = buffer, offset, np.dtype(dtype), size
+        self.position, self.owner, self.queue, self.slot = position, owner, queue, slot
+
+    def __getitem__(self, key) -> "LocalTensor":
+        """``t[a:b]`` is the sub-tensor from element a (Ascend C ``t[a]``); its address must
+        stay 32-byte aligned."""
+        if isinstance(key, int):
+            key = slice(key, None)
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise ShapeError(f"LocalTensor '{self.owner}' takes a contiguous slice like t[a:b], got {key!r}")
+        start, stop, _ = key.indices(self.size)
+        offset = self.offset + start * self.dtype.itemsize
+        self.buffer.check_aligned(offset, f"slice [{start}:] of '{self.owner}'")
+        return LocalTensor(self.buffer, offset, self.dtype, max(0, stop - start), self.position,
+                           self.owner, self.queue, self.slot)
+
+    def reinterpret_cast(self, dtype) -> "LocalTensor":
+        dt = as_dtype(dtype)
+        return LocalTensor(self.buffer, self.offset, dt, self.size * self.dtype.itemsize // dt.itemsize,
+                           self.position, self.owner, self.queue, self.slot)
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def byte_range(self, count: int) -> tuple[str, int, int]:
+        return (self.buffer.name, self.offset, self.offset + count * self.dtype.itemsize)
+
+    def numpy(self) -> np.ndarray | None:
+        """The elements (a view into the buffer's bytes), or None in timing-only mode."""
+        if self.buffer.data is None:
+            return None
+        return self.buffer.data[self.offset: self.offset + self.nbytes].view(self.dtype)
+
+    def __repr__(self) -> str:
+        return (f"LocalTensor('{self.owner}' at {self.buffer.name}+{self.offset}, {self.size} x "
+                f"{self.dtype})")

@@ -1,0 +1,195 @@
+"""Vector-unit instructions (Ascend C's ``Add``, ``Exp``, ``Cast``, ``ReduceSum``, ...).
+
+The vector unit works in *repeats*: one repeat processes 256 bytes (8 blocks of 32 B, i.e. 128
+fp16 or 64 fp32 elements), one repeat a cycle, and one instruction carries at most 255 repeats.
+A call with ``count`` elements therefore becomes ceil(repeats / 255) instructions, each costing
+start-up + repeats x cycles-per-repeat (more for exp, ln, sqrt, div, reciprocal).
+
+Every call takes ``dst`` first, then sources, then ``count``, as Ascend C does. Numerics follow
+numpy on the tensors' dtypes; exp/ln/sqrt of fp16 are computed in fp32 and rounded once.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..sim.isa import Kind, Op, Pipe
+from .context import current
+from .tensor import LocalTensor, as_dtype
+
+_UB = "UB"
+
+
+def _check(what: str, tensors, count: int, same_dtype: bool = True) -> int:
+    count = int(count)
+    if count <= 0:
+        raise ShapeError(f"{what}: count must be positive, got {count}")
+    for name, t in tensors:
+        if not isinstance(t, LocalTensor):
+            raise ShapeError(f"{what}: {name} must be a LocalTensor in UB, got {type(t).__name__}")
+        if t.buffer.name != _UB:
+            raise ShapeError(f"{what}: {name} '{t.owner}' is in {t.buffer.name}; the vector unit "
+                             f"reads and writes UB only")
+        if count > t.size:
+            raise ShapeError(f"{what}: count {count} is larger than {name} '{t.owner}' "
+                             f"({t.size} elements of {t.dtype})")
+    if same_dtype:
+        dts = {t.dtype for _, t in tensors}
+        if len(dts) > 1:
+            raise ShapeError(f"{what}: operands have dtypes {', '.join(f'{n}={t.dtype}' for n, t in tensors)}; "
+                             f"they must match (cast first)")
+    return count
+
+
+def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
+           cycles_per_repeat: int = 1, flops_per_elem: int = 1) -> None:
+    """Issue ceil(repeats/255) vector instructions over ``count`` elements."""
+    ctx = current()
+    chip = ctx.device.chip
+    vec = chip.vector
+    per_repeat = vec.repeat_bytes // itemsize
+    per_instr = per_repeat * vec.max_repeat
+    for lo in range(0, count, per_instr):
+        n = builtins.min(per_instr, count - lo)
+        repeats = -(-n // per_repeat)
+        dur = vec.startup_cycles + repeats * cycles_per_repeat * builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle)
+        nbytes = n * itemsize
+        reads = [(s.buffer.name, s.offset + lo * s.itemsize, s.offset + (lo + n) * s.itemsize) for s in srcs]
+        ctx.core.issue(Pipe.V, Kind.WORK, op, dur, name=f"{what} {n}",
+                       nbytes=nbytes, flops=n * flops_per_elem,
+                       energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
+                       reads=reads,
+                       writes=[(dst.buffer.name, dst.offset + lo * dst.itemsize, dst.offset + (lo + n) * dst.itemsize)])
+
+
+def _functional() -> bool:
+    return current().device.functional
+
+
+# -- binary: dst = f(src0, src1) ------------------------------------------------------------
+def _binary(what, fn, slow=False):
+    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+        n = _check(what, [("dst", dst), ("src0", src0), ("src1", src1)], count)
+        if _functional():
+            a, b, d = src0.numpy()[:n], src1.numpy()[:n], dst.numpy()
+            d[:n] = fn(a, b)
+        cpr = current().device.chip.vector.transcendental_cycles_per_repeat if slow else 1
+        _issue(what, Op.VEC_BINARY, dst, [src0, src1], n, dst.itemsize, cpr)
+    op.__name__ = what
+    op.__doc__ = f"dst[i] = {what}(src0[i], src1[i]) for i < count (Ascend C ``{what.capitalize()}``)."
+    return op
+
+
+def _div(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(a, b) if a.dtype.kind == "f" else np.floor_divide(a, np.where(b == 0, 1, b))
+
+
+add = _binary("add", np.add)
+sub = _binary("sub", np.subtract)
+mul = _binary("mul", np.multiply)
+div = _binary("div", _div, slow=True)
+max = _binary("max", np.maximum)  # noqa: A001 - Ascend C's name
+min = _binary("min", np.minimum)  # noqa: A001
+
+
+# -- with a scalar: dst = f(src, scalar) ----------------------------------------------------
+def _scalar(what, fn):
+    def op(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
+        n = _check(what, [("dst", dst), ("src", src)], count)
+        if _functional():
+            s = src.numpy()[:n]
+            dst.numpy()[:n] = fn(s, s.dtype.type(scalar))
+        _issue(what, Op.VEC_SCALAR, dst, [src], n, dst.itemsize)
+    op.__name__ = what
+    op.__doc__ = f"dst[i] = {what[:-1]}(src[i], scalar) for i < count (Ascend C ``{what.capitalize()}``)."
+    return op
+
+
+adds = _scalar("adds", np.add)
+muls = _scalar("muls", np.multiply)
+maxs = _scalar("maxs", np.maximum)
+mins = _scalar("mins", np.minimum)
+
+
+# -- unary: dst = f(src) ----------------------------------------------------------------------
+def _in_fp32(fn):
+    def wrapped(x):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if x.dtype == np.float16:
+                return fn(x.astype(np.float32)).astype(np.float16)
+            return fn(x)
+    return wrapped
+
+
+def _unary(what, fn, slow=False):
+    def op(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+        n = _check(what, [("dst", dst), ("src", src)], count)
+        if _functional():
+            dst.numpy()[:n] = fn(src.numpy()[:n])
+        cpr = current().device.chip.vector.transcendental_cycles_per_repeat if slow else 1
+        _issue(what, Op.VEC_UNARY, dst, [src], n, dst.itemsize, cpr)
+    op.__name__ = what
+    op.__doc__ = f"dst[i] = {what}(src[i]) for i < count (Ascend C ``{what.capitalize()}``)."
+    return op
+
+
+abs = _unary("abs", np.abs)  # noqa: A001
+relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)))
+exp = _unary("exp", _in_fp32(np.exp), slow=True)
+ln = _unary("ln", _in_fp32(np.log), slow=True)
+sqrt = _unary("sqrt", _in_fp32(np.sqrt), slow=True)
+reciprocal = _unary("reciprocal", _in_fp32(lambda x: 1.0 / x), slow=True)
+
+ROUND_MODES = ("none", "rint", "floor", "ceil", "round", "trunc")
+
+
+def cast(dst: LocalTensor, src: LocalTensor, round_mode: str = "rint", count: int | None = None) -> None:
+    """dst[i] = src[i] converted to dst's dtype (Ascend C ``Cast``). ``round_mode`` applies when
+    a float becomes an integer: rint (to nearest even), floor, ceil, round (half away from
+    zero), trunc; "none" means rint."""
+    count = builtins.min(dst.size, src.size) if count is None else count
+    n = _check("cast", [("dst", dst), ("src", src)], count, same_dtype=False)
+    if round_mode not in ROUND_MODES:
+        raise ShapeError(f"cast: round_mode must be one of {ROUND_MODES}, got {round_mode!r}")
+    if _functional():
+        x = src.numpy()[:n]
+        if dst.dtype.kind in "iu" and x.dtype.kind == "f":
+            r = {"none": np.rint, "rint": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+                 "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5)}[round_mode]
+            info = np.iinfo(dst.dtype)
+            x = np.clip(r(x.astype(np.float64)), info.min, info.max)   # saturate, as the hardware does
+        dst.numpy()[:n] = x.astype(dst.dtype)
+    _issue("cast", Op.VEC_CAST, dst, [src], n, builtins.max(dst.itemsize, src.itemsize))
+
+
+def duplicate(dst: LocalTensor, scalar, count: int) -> None:
+    """dst[i] = scalar for i < count (Ascend C ``Duplicate``)."""
+    n = _check("duplicate", [("dst", dst)], count)
+    if _functional():
+        dst.numpy()[:n] = dst.dtype.type(scalar)
+    _issue("duplicate", Op.VEC_DUP, dst, [], n, dst.itemsize)
+
+
+def _reduce(what, fn):
+    def op(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+        n = _check(what, [("dst", dst), ("src", src)], count)
+        if _functional():
+            x = src.numpy()[:n]
+            acc = x.astype(np.float32) if x.dtype == np.float16 else x
+            dst.numpy()[0] = fn(acc)
+        # the repeats over src, then log2(elements a repeat) folding steps (chosen)
+        per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
+        _issue(what, Op.VEC_REDUCE, dst, [src], n, src.itemsize)
+        _issue(what + " fold", Op.VEC_REDUCE, dst, [dst], 1, src.itemsize,
+               cycles_per_repeat=int(np.log2(per_repeat)), flops_per_elem=0)
+    op.__name__ = what
+    op.__doc__ = (f"dst[0] = {what.split('_')[1]} of src[:count] (Ascend C ``{what.title().replace('_', '')}``); "
+                  f"fp16 accumulates in fp32.")
+    return op
+
+
+reduce_sum = _reduce("reduce_sum", np.sum)
+reduce_max = _reduce("reduce_max", np.max)

@@ -1,0 +1,217 @@
+"""The simulated device: cores with buffers and an instruction stream each, and the run that
+turns those streams into a Trace.
+
+Kernel-language calls end in :meth:`Core.issue`, which appends one instruction (pipe, kind,
+opcode, duration, flag key, bytes, FLOPs, energy, the byte ranges it reads and writes) to
+preallocation-free column lists. Numerics, in functional mode, have already happened in
+program order by then; :meth:`Device.finish` schedules every core (Cython), checks races and
+returns the :class:`~npulab.sim.trace.Trace`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..chips import ChipSpec, get_chip
+from ..errors import DeadlockError, InstructionBudgetError, RaceError
+from . import races
+from .isa import Kind, Op, Pipe, describe_key
+from .memory import Buffer
+
+BUFFER_NAMES = ("L1", "L0A", "L0B", "L0C", "UB")
+MODES = ("functional", "timing")
+DEFAULT_BUDGET = 20_000_000
+
+
+def scheduler(name: str = "cython"):
+    """The timeline scheduler: ``"cython"`` (fast) or ``"python"`` (the readable twin)."""
+    if name == "cython":
+        from .. import _timeline
+        return _timeline.schedule
+    if name == "python":
+        from .timeline import schedule
+        return schedule
+    raise ValueError(f"scheduler must be 'cython' or 'python', got {name!r}")
+
+
+class Core:
+    """One AI core: its buffers and its instruction stream (columns, program order)."""
+
+    def __init__(self, device: "Device", index: int):
+        self.device, self.index = device, index
+        chip = device.chip
+        functional = device.functional
+        self.buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
+                        for name in BUFFER_NAMES}
+        self.pipe: list[int] = []
+        self.kind: list[int] = []
+        self.op: list[int] = []
+        self.dur: list[int] = []
+        self.key: list[int] = []
+        self.name: list[str] = []
+        self.nbytes: list[int] = []
+        self.flops: list[int] = []
+        self.energy: list[float] = []
+        self.route: list[str] = []
+        self.block: list[int] = []
+        self.accesses: dict[int, list] = {}
+        self.block_idx = -1
+        self.events_in_use: dict[tuple[int, int], dict[int, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.pipe)
+
+    def issue(self, pipe: int, kind: int, op: int, dur: int = 0, *, key: int = -1, name: str = "",
+              nbytes: int = 0, flops: int = 0, energy: float = 0.0, route: str = "",
+              reads=(), writes=()) -> int:
+        """Append one instruction; return its index in this core's stream.
+
+        reads/writes: (buffer name, byte lo, byte hi) ranges, for the race checker.
+        """
+        dev = self.device
+        dev.issued += 1
+        if dev.issued > dev.budget:
+            raise InstructionBudgetError(
+                f"the kernel issued more than {dev.budget:,} instructions (block {self.block_idx} on "
+                f"core {self.index}, last '{name}'): a runaway loop? Raise launch(..., budget=N) "
+                f"if the kernel really needs more.")
+        i = len(self.pipe)
+        self.pipe.append(int(pipe))
+        self.kind.append(int(kind))
+        self.op.append(int(op))
+        self.dur.append(int(dur))
+        self.key.append(int(key))
+        self.name.append(name)
+        self.nbytes.append(int(nbytes))
+        self.flops.append(int(flops))
+        self.energy.append(float(energy))
+        self.route.append(route)
+        self.block.append(self.block_idx)
+        if dev.check_races and (reads or writes):
+            self.accesses[i] = [(b, lo, hi, False) for b, lo, hi in reads] + \
+                               [(b, lo, hi, True) for b, lo, hi in writes]
+        return i
+
+    # -- flags ------------------------------------------------------------------------------
+    def check_event(self, src: int, dst: int, event_id: int, what: str) -> None:
+        limit = self.device.chip.event_ids
+        if not 0 <= int(event_id) < limit:
+            raise ValueError(f"{what}: event id {event_id} is out of range; chip "
+                             f"'{self.device.chip.name}' has event ids 0-{limit - 1}")
+        if Pipe(src) == Pipe(dst):
+            raise ValueError(f"{what}: source and destination pipe are both {Pipe(src).name}; a pipe "
+                             f"is already in order with itself (use pipe_barrier for that)")
+
+    def take_event(self, src: int, dst: int, owner: str) -> int:
+        """Reserve a free event id for (src, dst) for a queue, as TPipe does."""
+        used = self.events_in_use.setdefault((int(src), int(dst)), {})
+        for eid in range(self.device.chip.event_ids):
+            if eid not in used:
+                used[eid] = owner
+                return eid
+        from ..errors import SyncError
+        raise SyncError(f"{owner}: no free event id for {Pipe(src).name}->{Pipe(dst).name} on chip "
+                        f"'{self.device.chip.name}' (ids 0-{self.device.chip.event_ids - 1} held by "
+                        f"{', '.join(used.values())}); use fewer queues between these pipes")
+
+    def end_block(self) -> None:
+        """A block finished: a full barrier orders it before the next block on this core, and
+        its TPipe (buffers and event ids) goes away."""
+        end = self.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name=f"end of block {self.block_idx}")
+        for buf in self.buffers.values():
+            for rec in buf.log:
+                if rec.released < 0:          # never freed (a TBuf, a leaked slot): live to here
+                    rec.released = end
+            buf.release_all()
+        self.events_in_use.clear()
+
+
+class Device:
+    """A chip prepared for one launch of ``block_dim`` blocks."""
+
+    def __init__(self, chip: ChipSpec | str = "910", mode: str = "functional", block_dim: int = 1,
+                 budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
+                 scheduler_name: str = "cython"):
+        self.chip = get_chip(chip)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if block_dim < 1:
+            raise ValueError(f"block_dim must be at least 1, got {block_dim}")
+        self.mode = mode
+        self.functional = mode == "functional"
+        self.block_dim = block_dim
+        self.active_cores = min(block_dim, self.chip.ai_cores)
+        self.budget = budget
+        self.check_races = self.functional if check_races is None else check_races
+        self.scheduler_name = scheduler_name
+        self.issued = 0
+        self.cores = [Core(self, c) for c in range(self.active_cores)]
+
+    def core_for_block(self, block_idx: int) -> Core:
+        return self.cores[block_idx % self.active_cores]
+
+    # -- costs ------------------------------------------------------------------------------
+    def copy_cycles(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> int:
+        """start-up + bytes / rate; a copy to or from GM gets at most its core's share of GM."""
+        p = self.chip.pipes
+        rate, startup = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
+                         Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),
+                         Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
+                         Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}[pipe]
+        if touches_gm:
+            rate = min(rate, self.chip.gm_share_bytes_per_cycle(self.active_cores))
+        return int(startup + -(-nbytes // rate))
+
+    # -- the run ----------------------------------------------------------------------------
+    def finish(self):
+        """Schedule every core, check races, and return the Trace."""
+        from .trace import Trace
+        schedule = scheduler(self.scheduler_name)
+        timelines = []
+        for core in self.cores:
+            pipe = np.asarray(core.pipe, dtype=np.int8)
+            kind = np.asarray(core.kind, dtype=np.int8)
+            try:
+                start, end, order, match = schedule(pipe, kind, np.asarray(core.dur, dtype=np.int64),
+                                                    np.asarray(core.key, dtype=np.int64),
+                                                    self.chip.issue_cycles)
+            except DeadlockError as exc:
+                raise self._explain_deadlock(core, exc.blocked) from None
+            if self.check_races and core.accesses:
+                race = races.find_race(core.pipe, core.kind, list(match), order, core.accesses)
+                if race is not None:
+                    raise self._explain_race(core, race)
+            timelines.append((np.asarray(start), np.asarray(end)))
+        return Trace.from_device(self, timelines)
+
+    def describe(self, core: Core, i: int) -> str:
+        return f"#{i} {Pipe(core.pipe[i]).name} '{core.name[i]}' (block {core.block[i]})"
+
+    def _explain_deadlock(self, core: Core, blocked) -> DeadlockError:
+        lines = []
+        for i in blocked:
+            p = Pipe(core.pipe[i]).name
+            if core.kind[i] == Kind.WAIT:
+                flag = describe_key(core.key[i])
+                lines.append(f"pipe {p} waits at {self.describe(core, i)} on flag {flag}, "
+                             f"which no set_flag that can still run will set")
+            elif core.kind[i] == Kind.BARRIER_ALL:
+                lines.append(f"the scalar unit waits at {self.describe(core, i)} for every pipe to drain")
+            else:
+                lines.append(f"the scalar unit cannot issue {self.describe(core, i)}")
+        return DeadlockError(f"deadlock on core {core.index}: " + "; ".join(lines) +
+                             ". Every wait_flag needs a matching set_flag (same source pipe, "
+                             "destination pipe and event id) that can run first.", blocked=blocked)
+
+    def _explain_race(self, core: Core, race) -> RaceError:
+        j, i, buf, lo, hi = race
+        wj = any(w for b, l, h, w in core.accesses[j] if b == buf and l < hi and lo < h)
+        wi = any(w for b, l, h, w in core.accesses[i] if b == buf and l < hi and lo < h)
+        what = {(True, False): "reads what", (True, True): "writes what",
+                (False, True): "overwrites what"}[(wj, wi)]
+        verb = "wrote" if wj else "still reads"
+        pj, pi = Pipe(core.pipe[j]).name, Pipe(core.pipe[i]).name
+        return RaceError(
+            f"race on core {core.index} in {buf} bytes [{lo}, {hi}): {self.describe(core, i)} "
+            f"{what} {self.describe(core, j)} {verb}, with nothing ordering {pj} before {pi}. "
+            f"Fix: set_flag({pj}, {pi}, id) after the first and wait_flag({pj}, {pi}, id) before "
+            f"the second, or pass the tensor through a queue (enque/deque, free_tensor/alloc_tensor).")

@@ -1,0 +1,73 @@
+"""The race checker: do two pipes touch the same bytes without an order between them?
+
+Happens-before on one core comes from three things, as on the hardware:
+program order within a pipe; the scalar unit, which finishes each scalar instruction before it
+issues the next instruction of any pipe; and flags (a wait joins what its set had seen).
+Each pipe keeps a vector clock; an access remembers (pipe, epoch); an earlier access j is
+ordered before a later access i exactly when ``epoch_j <= clock_i[pipe_j]``.
+Instructions are replayed in the scheduler's ``order``, which respects every dependency.
+"""
+from __future__ import annotations
+
+from ..errors import RaceError
+
+NUM_PIPES = 7
+SET, WAIT, BARRIER_ALL = 1, 2, 3
+PAGE = 4096
+
+
+def _join(a, b):
+    return [x if x >= y else y for x, y in zip(a, b)]
+
+
+def find_race(pipe, kind, match, order, accesses):
+    """Return the first race as ``(j, i, buffer, lo, hi)`` (j earlier), or None.
+
+    accesses: {instruction index: [(buffer name, lo, hi, is_write), ...]}, byte ranges [lo, hi).
+    """
+    n = len(pipe)
+    # scalar clock a non-scalar instruction inherits at issue: the last S/barrier before it
+    last_s = [-1] * n
+    prev = -1
+    for i in range(n):
+        last_s[i] = prev
+        if pipe[i] == 0 or kind[i] == BARRIER_ALL:
+            prev = i
+    clock_of = {}                                   # clocks of S, SET and barrier instructions
+    pipe_clock = [[0] * NUM_PIPES for _ in range(NUM_PIPES)]
+    shadow: dict[tuple, list] = {}                  # (buffer, page) -> [(j, pipe, epoch, lo, hi, w)]
+    for i in order:
+        i = int(i)
+        k = kind[i]
+        p = 0 if k == BARRIER_ALL else pipe[i]
+        vc = pipe_clock[p]
+        if k == BARRIER_ALL:
+            for q in range(NUM_PIPES):
+                vc = _join(vc, pipe_clock[q])
+        if p != 0 and last_s[i] >= 0:
+            vc = _join(vc, clock_of[last_s[i]])
+        if k == WAIT and match[i] >= 0:
+            vc = _join(vc, clock_of[int(match[i])])
+        vc = list(vc)
+        vc[p] += 1
+        pipe_clock[p] = vc
+        if p == 0 or k == SET or k == BARRIER_ALL:
+            clock_of[i] = vc
+        for buf, lo, hi, write in accesses.get(i, ()):
+            seen = set()
+            for page in range(lo // PAGE, (hi - 1) // PAGE + 1):
+                entries = shadow.setdefault((buf, page), [])
+                keep = []
+                for e in entries:
+                    j, pj, ej, elo, ehi, ew = e
+                    if elo < hi and lo < ehi:
+                        ordered = ej <= vc[pj]
+                        if (write or ew) and pj != p and not ordered and j not in seen:
+                            return j, i, buf, max(lo, elo), min(hi, ehi)
+                        seen.add(j)
+                        if ordered and lo <= elo and ehi <= hi and (write or (not ew and pj == p)):
+                            continue                # superseded by this access
+                    keep.append(e)
+                keep.append((i, p, vc[p], lo, hi, write))
+                shadow[(buf, page)] = keep
+    return None

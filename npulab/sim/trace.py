@@ -1,0 +1,184 @@
+"""What a launch leaves behind: every instruction with its start and end cycle, and the views
+msprof gives on real hardware (pipe utilization, bytes per level, FLOPs, energy, trace.json).
+
+Arrays are columns over all cores' instructions (``core`` says whose). Times are cycles of the
+chip's clock; ``us`` converts.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from .isa import CUBE_OPS, NUM_PIPES, RATIO_NAMES, TRACK_NAMES, VECTOR_OPS, Kind, Op, Pipe
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A tensor's lifetime in a buffer, in cycles: live over [start, end)."""
+    core: int
+    buffer: str
+    owner: str
+    offset: int
+    size: int
+    start: int
+    end: int
+
+
+class Trace:
+    def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities):
+        self.chip = chip
+        self.mode = mode
+        self.block_dim = block_dim
+        for k, v in columns.items():
+            setattr(self, k, v)
+        self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
+        self.allocations: list[Allocation] = allocations
+        self.capacities: dict[str, int] = capacities
+
+    @classmethod
+    def from_device(cls, device, timelines):
+        cols = {k: [] for k in ("core", "pipe", "kind", "op", "start", "end", "nbytes", "flops",
+                                "energy", "block")}
+        names, routes, allocations, core_cycles = [], [], [], []
+        for core, (start, end) in zip(device.cores, timelines):
+            n = len(core)
+            cols["core"].append(np.full(n, core.index, dtype=np.int32))
+            cols["pipe"].append(np.asarray(core.pipe, dtype=np.int8))
+            cols["kind"].append(np.asarray(core.kind, dtype=np.int8))
+            cols["op"].append(np.asarray(core.op, dtype=np.int16))
+            cols["start"].append(start.astype(np.int64))
+            cols["end"].append(end.astype(np.int64))
+            cols["nbytes"].append(np.asarray(core.nbytes, dtype=np.int64))
+            cols["flops"].append(np.asarray(core.flops, dtype=np.int64))
+            cols["energy"].append(np.asarray(core.energy, dtype=np.float64))
+            cols["block"].append(np.asarray(core.block, dtype=np.int32))
+            names.extend(core.name)
+            routes.extend(core.route)
+            last = int(end.max()) if n else 0
+            core_cycles.append(last)
+            for buf in core.buffers.values():
+                for rec in buf.log:
+                    t0 = int(end[rec.taken])
+                    t1 = int(end[rec.released]) if rec.released >= 0 else last
+                    allocations.append(Allocation(core.index, buf.name, rec.owner, rec.offset,
+                                                  rec.size, t0, max(t0, t1)))
+        columns = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+        columns["name"] = names
+        columns["route"] = routes
+        capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
+        return cls(device.chip, device.mode, device.block_dim, columns, core_cycles, allocations,
+                   capacities)
+
+    # -- figures ----------------------------------------------------------------------------
+    @property
+    def cycles(self) -> int:
+        """The kernel's duration: the last instruction's end on any core."""
+        return int(self.core_cycles.max()) if len(self.core_cycles) else 0
+
+    def us(self, cycles) -> float:
+        return cycles / (self.chip.clock_ghz * 1000.0)
+
+    def __len__(self) -> int:
+        return len(self.pipe)
+
+    def busy_cycles(self, core: int | None = None) -> np.ndarray:
+        """Cycles each pipe spent working (not waiting), summed over ``core`` or over all cores."""
+        sel = self.kind == Kind.WORK
+        if core is not None:
+            sel &= self.core == core
+        busy = np.zeros(NUM_PIPES, dtype=np.int64)
+        np.add.at(busy, self.pipe[sel].astype(np.int64), (self.end - self.start)[sel])
+        return busy
+
+    def pipe_ratios(self, core: int | None = None) -> dict[str, float]:
+        """msprof PipeUtilization: busy cycles of each pipe / the kernel's cycles (averaged over
+        the cores used when ``core`` is None)."""
+        cores = len(self.core_cycles) if core is None else 1
+        denom = max(1, self.cycles) * cores
+        busy = self.busy_cycles(core)
+        return {RATIO_NAMES[Pipe(p)]: float(busy[p]) / denom for p in range(NUM_PIPES)}
+
+    def bytes_by_route(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for route, nb in zip(self.route, self.nbytes):
+            if route:
+                out[route] = out.get(route, 0) + int(nb)
+        return dict(sorted(out.items()))
+
+    def summary(self) -> dict:
+        """One JSON-ready dict: cycles, time, per-pipe ratios, bytes per level, FLOPs, energy."""
+        routes = self.bytes_by_route()
+        ops = self.op
+        cube = np.isin(ops, [int(o) for o in CUBE_OPS])
+        vec = np.isin(ops, [int(o) for o in VECTOR_OPS])
+        ratios = self.pipe_ratios()
+        mac, v = ratios["mac_ratio"], ratios["vec_ratio"]
+        out = {
+            "chip": self.chip.name,
+            "mode": self.mode,
+            "block_dim": self.block_dim,
+            "cores_used": int(len(self.core_cycles)),
+            "instructions": int(len(self)),
+            "cycles": self.cycles,
+            "time_us": self.us(self.cycles),
+            **ratios,
+            "memory_bound": ratios["mte2_ratio"] / max(mac, v) if max(mac, v) > 0 else None,
+            "bytes": routes,
+            "gm_read_bytes": sum(b for r, b in routes.items() if r.startswith("GM->")),
+            "gm_write_bytes": sum(b for r, b in routes.items() if r.endswith("->GM")),
+            "flops": int(self.flops.sum()),
+            "cube_flops": int(self.flops[cube].sum()),
+            "vector_flops": int(self.flops[vec].sum()),
+            "energy_uj": float(self.energy.sum()) * 1e-6,
+        }
+        return out
+
+    def table(self) -> str:
+        """The summary as aligned text (what a learner prints in a notebook)."""
+        s = self.summary()
+        rows = [("chip", s["chip"]), ("cycles", f"{s['cycles']:,}"), ("time", f"{s['time_us']:.2f} us"),
+                ("cores used", s["cores_used"]), ("instructions", f"{s['instructions']:,}")]
+        rows += [(name, f"{s[name]:.1%}") for name in RATIO_NAMES.values()]
+        rows += [(f"bytes {r}", f"{b:,}") for r, b in s["bytes"].items()]
+        rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ")]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    # -- Chrome / Perfetto ------------------------------------------------------------------
+    def chrome_events(self) -> list[dict]:
+        """Chrome trace events: a process per core, a thread per pipe (msprof's track names),
+        one complete ('X') event per instruction that took time (work, or a stalled wait)."""
+        events = []
+        for c in range(len(self.core_cycles)):
+            events.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
+                           "args": {"name": f"core {c}"}})
+            for p in range(NUM_PIPES):
+                events.append({"ph": "M", "name": "thread_name", "pid": c, "tid": p,
+                               "args": {"name": TRACK_NAMES[Pipe(p)]}})
+                events.append({"ph": "M", "name": "thread_sort_index", "pid": c, "tid": p,
+                               "args": {"sort_index": p}})
+        scale = 1.0 / (self.chip.clock_ghz * 1000.0)
+        for i in np.flatnonzero((self.end > self.start) & (self.kind != Kind.SET)):
+            kind = int(self.kind[i])
+            events.append({
+                "ph": "X", "name": self.name[i], "cat": "wait" if kind == Kind.WAIT else Op(int(self.op[i])).name,
+                "pid": int(self.core[i]), "tid": int(self.pipe[i]),
+                "ts": float(self.start[i]) * scale, "dur": float(self.end[i] - self.start[i]) * scale,
+                "args": {"block": int(self.block[i]), "bytes": int(self.nbytes[i]),
+                         "start_cycle": int(self.start[i]), "end_cycle": int(self.end[i])},
+            })
+        return events
+
+    def to_chrome(self, path) -> None:
+        """Write Chrome trace JSON (open it in Perfetto or chrome://tracing)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"traceEvents": self.chrome_events(), "displayTimeUnit": "ns",
+                       "otherData": {"chip": self.chip.name, "clock_ghz": self.chip.clock_ghz}}, f)
+
+    # -- occupancy --------------------------------------------------------------------------
+    def occupancy(self, core: int, buffer: str, t: int) -> int:
+        """Bytes of ``buffer`` on ``core`` held by live tensors at cycle ``t``."""
+        return sum(a.size for a in self.allocations
+                   if a.core == core and a.buffer == buffer and a.start <= t < a.end)
