@@ -204,6 +204,7 @@ class Device:
 
     def _explain_race(self, core: Core, race) -> RaceError:
         j, i, buf, lo, hi = race
+        j, i = min(j, i), max(j, i)          # tell it in program order, as the learner wrote it
         wj = any(w for b, l, h, w in core.accesses[j] if b == buf and l < hi and lo < h)
         wi = any(w for b, l, h, w in core.accesses[i] if b == buf and l < hi and lo < h)
         what = {(True, False): "reads what", (True, True): "writes what",

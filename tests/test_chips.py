@@ -1,0 +1,119 @@
+"""Chip files: the built-in chips, their derived peaks, and errors on bad files."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import npulab
+from npulab.chips import BUFFERS, load_chip
+
+CHIP_DIR = Path(__file__).resolve().parents[1] / "data" / "chips"
+
+
+def test_at_least_four_builtin_chips():
+    names = npulab.chip_names()
+    assert {"teach", "310", "910", "910b"} <= set(names)
+    assert [c.name for c in npulab.chips()] == names
+
+
+@pytest.mark.parametrize("name", ["teach", "310", "910", "910b"])
+def test_peak_is_cores_times_cube_times_clock(name):
+    chip = npulab.get_chip(name)
+    assert chip.peak_fp16_tflops == pytest.approx(chip.ai_cores * 4096 * 2 * chip.clock_ghz / 1000)
+    assert chip.cube.macs_per_cycle_fp16 == 4096          # FACTS: 16x16x16 a cycle
+    assert chip.vector.repeat_bytes == 256 and chip.vector.max_repeat == 255
+
+
+def test_published_figures():
+    assert npulab.get_chip("910").peak_fp16_tflops == pytest.approx(256.0)    # press
+    assert npulab.get_chip("910b").ai_cores == 24 and npulab.get_chip("910b").vector_cores == 48
+    assert npulab.get_chip("910b").buffers.ub == 192 * 1024                    # S4
+    assert npulab.get_chip("teach").ai_cores == 2
+
+
+def test_every_figure_has_a_source_or_says_chosen():
+    for path in CHIP_DIR.glob("*.toml"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#")[0].strip()
+            if "=" in code and not code.startswith(("name", "title", "arch")):
+                comment = line.split("#", 1)[1] if "#" in line else ""
+                tags = ("S1", "S2", "S4", "S7", "3rd", "press", "chosen", "derived", "FACTS", "n/f")
+                in_section_note = code.startswith("[")
+                assert in_section_note or any(t in comment for t in tags) or \
+                    code.split("=")[0].strip() == "vector_cores", f"{path.name}:{n} has no source: {line}"
+
+
+def test_buffers_and_alignment_from_facts():
+    chip = npulab.get_chip("910b")
+    assert (chip.align.ub, chip.align.l1, chip.align.l0a, chip.align.l0c) == (32, 32, 512, 64)
+    for b in BUFFERS:
+        assert chip.buffer_bytes(b.upper()) > 0
+
+
+def test_gm_bandwidth_is_shared_between_cores():
+    chip = npulab.get_chip("910")
+    assert chip.gm_share_bytes_per_cycle(1) == chip.memory.gm_bytes_per_cycle
+    assert chip.gm_share_bytes_per_cycle(32) == pytest.approx(chip.memory.gm_bytes_per_cycle / 32)
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "mine.toml"
+    p.write_text(text)
+    return p
+
+
+def test_user_chip_file_loads_by_path(tmp_path):
+    text = (CHIP_DIR / "teach.toml").read_text().replace('name = "teach"', 'name = "mine"')
+    chip = npulab.get_chip(str(_write(tmp_path, text)))
+    assert chip.name == "mine" and chip.ai_cores == 2
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda t: t.replace("ub = 16384", ""), "buffers.ub"),                   # missing
+    (lambda t: t.replace("ai_cores = 2 ", "ai_cores = -2 "), "ai_cores"),    # negative
+    (lambda t: t.replace("[cube]", "[cube]\nmacs_per_cycle_fp8 = 1"), "cube.macs_per_cycle_fp8"),  # unknown
+    (lambda t: t.replace("clock_ghz = 1.0", 'clock_ghz = "fast"'), "clock_ghz"),  # wrong type
+    (lambda t: t.replace("l0a = 512", "l0a = 500"), "align.l0a"),            # not a power of two
+])
+def test_bad_chip_file_names_the_field(tmp_path, edit, field):
+    text = edit((CHIP_DIR / "teach.toml").read_text())
+    with pytest.raises(npulab.ChipFileError, match=field.replace(".", r"\.")):
+        npulab.get_chip(str(_write(tmp_path, text)))
+
+
+def test_missing_file_and_unknown_name():
+    with pytest.raises(npulab.ChipFileError, match="no such file"):
+        npulab.get_chip("nowhere/none.toml")
+    with pytest.raises(npulab.ChipFileError, match="built-in chips are"):
+        npulab.get_chip("ascend9000")
+
+
+def test_bad_toml_is_a_chip_file_error(tmp_path):
+    with pytest.raises(npulab.ChipFileError, match="not valid TOML"):
+        load_chip(_write(tmp_path, "name = \n"))
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "npulab.cli", *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_info_json_peak_matches_chip_file():
+    out = _cli("info", "--chip", "910", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["peak_fp16_tflops"] == pytest.approx(d["ai_cores"] * 4096 * 2 * d["clock_ghz"] / 1000)
+
+
+def test_cli_info_lists_chips():
+    out = _cli("info")
+    assert out.returncode == 0
+    rows = [line.split()[0] for line in out.stdout.splitlines()[1:]]
+    assert {"teach", "310", "910", "910b"} <= set(rows)
+    assert len(json.loads(_cli("info", "--json").stdout)) >= 4
+
+
+def test_cli_info_bad_chip_is_a_clear_error():
+    out = _cli("info", "--chip", "nope")
+    assert out.returncode == 2 and "unknown chip 'nope'" in out.stderr

@@ -1,0 +1,55 @@
+"""Packaging: an sdist builds into a wheel that carries the Cython core and the chip files, and
+the installed wheel works outside the source tree."""
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*cmd, cwd=ROOT, env=None):
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out))
+    sdist = next(out.glob("npulab-*.tar.gz"))
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out), str(sdist))
+    return sdist, next(out.glob("npulab-*.whl"))
+
+
+def test_sdist_has_sources_not_generated_files(dist):
+    sdist, _ = dist
+    names = tarfile.open(sdist).getnames()
+    assert any(n.endswith("pyx/_timeline.pyx") for n in names)
+    assert any(n.endswith("data/chips/910.toml") for n in names)
+    assert not any(n.endswith((".so", ".c", ".pyc")) for n in names)
+
+
+def test_wheel_has_extension_and_chips(dist):
+    _, wheel = dist
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("npulab/_timeline") and n.endswith(".so") for n in names)
+    for chip in ("910", "910b", "310", "teach"):
+        assert f"npulab/data/chips/{chip}.toml" in names
+    assert "npulab/sim/timeline.py" in names
+
+
+def test_installed_wheel_works_outside_the_tree(dist, tmp_path):
+    _, wheel = dist
+    site = tmp_path / "site"
+    run(sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheel))
+    code = ("import numpy as np, npulab, npulab.ops as ops; "
+            "assert npulab.__file__.startswith(%r); "
+            "x = np.arange(100, dtype=np.float16); assert (ops.add(x, x, chip='teach') == x + x).all(); "
+            "print(len(npulab.chips()))") % str(site)
+    out = run(sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}", cwd=tmp_path)
+    assert out.stdout.strip() == "4"

@@ -1,0 +1,133 @@
+"""The timeline scheduler: hand-computed cases, and the Cython core held to its Python twin."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from npulab import DeadlockError, _timeline
+from npulab.sim import timeline
+from npulab.sim.isa import Kind, Pipe, flag_key
+from npulab.sim.streams import random_stream, streaming_stream
+
+TWINS = {"python": timeline.schedule, "cython": _timeline.schedule}
+W, SET, WAIT, BAR = Kind.WORK, Kind.SET, Kind.WAIT, Kind.BARRIER_ALL
+K = flag_key(Pipe.MTE2, Pipe.V, 0)
+
+
+def run(twin, rows, issue=1):
+    pipe, kind, dur, key = zip(*rows)
+    s, e, order, match = TWINS[twin](list(pipe), list(kind), list(dur), list(key), issue)
+    return list(map(int, s)), list(map(int, e))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_pipes_run_in_parallel_each_in_order(twin):
+    rows = [(Pipe.MTE2, W, 10, -1), (Pipe.V, W, 5, -1), (Pipe.MTE2, W, 3, -1)]
+    # issued at 0, 1, 2; MTE2 runs 0-10 then 10-13; V runs 1-6
+    assert run(twin, rows) == ([0, 1, 10], [10, 6, 13])
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_set_fires_after_its_pipe_and_wait_stalls(twin):
+    rows = [(Pipe.MTE2, W, 100, -1), (Pipe.MTE2, SET, 0, K), (Pipe.V, WAIT, 0, K), (Pipe.V, W, 8, -1)]
+    s, e = run(twin, rows)
+    assert (s[1], e[1]) == (100, 100)        # set fires when the copy is done
+    assert (s[2], e[2]) == (2, 100)          # the wait holds V from its issue until then
+    assert (s[3], e[3]) == (100, 108)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_scalar_work_delays_issue(twin):
+    rows = [(Pipe.S, W, 50, -1), (Pipe.V, W, 5, -1)]
+    assert run(twin, rows) == ([0, 50], [50, 55])
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_barrier_all_waits_for_every_pipe(twin):
+    rows = [(Pipe.MTE2, W, 40, -1), (Pipe.V, W, 7, -1), (Pipe.S, BAR, 0, -1), (Pipe.MTE3, W, 5, -1)]
+    s, e = run(twin, rows)
+    assert s[2] == 40 and s[3] == 40 and e[3] == 45
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_wait_before_set_in_program_order_is_fine_on_other_pipes(twin):
+    rows = [(Pipe.V, WAIT, 0, K), (Pipe.V, W, 4, -1), (Pipe.MTE2, W, 30, -1), (Pipe.MTE2, SET, 0, K)]
+    s, e = run(twin, rows)
+    assert e[0] == 32 and (s[1], e[1]) == (32, 36)      # MTE2 issued at 2, done at 32
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_kth_wait_matches_kth_set(twin):
+    rows = [(Pipe.MTE2, W, 10, -1), (Pipe.MTE2, SET, 0, K), (Pipe.MTE2, W, 10, -1), (Pipe.MTE2, SET, 0, K),
+            (Pipe.V, WAIT, 0, K), (Pipe.V, WAIT, 0, K)]
+    s, e = run(twin, rows)
+    assert (e[4], e[5]) == (10, 20)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_wait_without_set_is_a_deadlock(twin):
+    rows = [(Pipe.MTE2, W, 10, -1), (Pipe.V, WAIT, 0, K), (Pipe.V, W, 1, -1)]
+    with pytest.raises(DeadlockError) as info:
+        run(twin, rows)
+    assert info.value.blocked == [1]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_scalar_wait_on_a_later_set_deadlocks(twin):
+    k = flag_key(Pipe.V, Pipe.S, 1)
+    rows = [(Pipe.S, WAIT, 0, k), (Pipe.V, SET, 0, k)]    # the set can never be issued
+    with pytest.raises(DeadlockError) as info:
+        run(twin, rows)
+    assert info.value.blocked == [0]
+
+
+def _compare(stream, issue):
+    pipe, kind, dur, key = stream
+    lists = pipe.tolist(), kind.tolist(), dur.tolist(), key.tolist()
+    try:
+        sp, ep, op_, mp = timeline.schedule(*lists, issue)
+    except DeadlockError as exc:
+        with pytest.raises(DeadlockError) as info:
+            _timeline.schedule(pipe, kind, dur, key, issue)
+        assert info.value.blocked == exc.blocked
+        return "deadlock"
+    sc, ec, oc, mc = _timeline.schedule(pipe, kind, dur, key, issue)
+    assert list(sc) == sp and list(ec) == ep and list(oc) == op_ and list(mc) == mp
+    # the model's invariants, checked on the answer itself
+    sc, ec = np.asarray(sc), np.asarray(ec)
+    assert (ec >= sc).all()
+    work = kind == W
+    assert (ec[work] - sc[work] == dur[work]).all()
+    for p in range(1, 7):
+        idx = np.flatnonzero((pipe == p) & (kind != BAR))
+        assert (sc[idx][1:] >= ec[idx][:-1]).all()          # in order, one at a time
+    return "ok"
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**31 - 1), issue=st.integers(1, 4),
+       p_sync=st.floats(0.0, 0.9))
+def test_cython_equals_python_on_random_streams(n, seed, issue, p_sync):
+    _compare(random_stream(n, seed, p_sync=p_sync), issue)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(n=st.integers(1, 200), seed=st.integers(0, 2**31 - 1))
+def test_cython_equals_python_on_streams_that_may_deadlock(n, seed):
+    _compare(random_stream(n, seed, allow_deadlock=True), 1)
+
+
+def test_some_random_streams_do_deadlock():
+    outcomes = {_compare(random_stream(60, s, allow_deadlock=True), 1) for s in range(40)}
+    assert outcomes == {"ok", "deadlock"}
+
+
+def test_long_streaming_stream_agrees():
+    assert _compare(streaming_stream(20_000, 3), 1) == "ok"
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="pipe of instruction 0"):
+        _timeline.schedule([9], [0], [1], [-1], 1)
+    with pytest.raises(ValueError, match="one length"):
+        _timeline.schedule([1, 2], [0], [1], [-1], 1)
