@@ -175,3 +175,21 @@ def test_vector_op_checks_dtype_and_count():
         pipe.init_buffer(a, 128)
         lang.adds(a.get(np.float16), a.get(np.float16), 1.0, 65)
     assert "count 65 is larger" in raises_fast(npulab.ShapeError, too_many, X)
+
+
+def test_a_full_barrier_also_orders_the_pipes():
+    def kernel(x):
+        pipe = Pipe()
+        buf = TBuf(VECCALC, "work")
+        pipe.init_buffer(buf, 128)
+        t = buf.get(np.float16)
+        data_copy(t, x, 64)
+        lang.pipe_barrier(lang.PIPE_ALL)            # everything before it finishes first
+        lang.adds(t, t, 1.0, 64)
+        lang.pipe_barrier(lang.PIPE_ALL)
+        data_copy(x, t, 64)
+    (out,), trace = lang.launch(kernel, 1, X, chip="teach")
+    assert np.array_equal(out, X + np.float16(1))
+    adds = trace.name.index("adds 64")
+    copy_in = trace.name.index("data_copy GM->UB 128 B")
+    assert trace.start[adds] >= trace.end[copy_in]
