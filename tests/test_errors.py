@@ -12,6 +12,14 @@ from npulab.lang import (PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, P
 X = np.arange(64, dtype=np.float16)
 
 
+def scratch(nbytes=128):
+    """A TBuf in UB, as a float16 tensor: scratch space with no queue, so no flags."""
+    pipe = Pipe()
+    buf = TBuf(VECCALC, "work")
+    pipe.init_buffer(buf, nbytes)
+    return buf.get(np.float16)
+
+
 def raises_fast(exc, kernel, *args, chip="teach", **kw):
     t0 = time.perf_counter()
     with pytest.raises(exc) as info:
@@ -22,10 +30,7 @@ def raises_fast(exc, kernel, *args, chip="teach", **kw):
 
 def test_wait_that_is_never_set_is_a_deadlock():
     def kernel(x):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         data_copy(t, x, 64)
         wait_flag(PIPE_MTE2, PIPE_V, 0)           # nobody sets MTE2->V 0
         lang.adds(t, t, 1.0, 64)
@@ -46,10 +51,7 @@ def test_deque_of_an_empty_queue_is_a_deadlock():
 
 def test_read_without_sync_is_a_race():
     def kernel(x):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         data_copy(t, x, 64)                        # MTE2 writes UB
         lang.adds(t, t, 1.0, 64)                   # V reads it: nothing orders them
     msg = raises_fast(npulab.RaceError, kernel, X)
@@ -59,10 +61,7 @@ def test_read_without_sync_is_a_race():
 
 def test_the_same_kernel_with_flags_is_race_free_and_correct():
     def kernel(x):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         data_copy(t, x, 64)
         set_flag(PIPE_MTE2, PIPE_V, 0)
         wait_flag(PIPE_MTE2, PIPE_V, 0)
@@ -76,10 +75,7 @@ def test_the_same_kernel_with_flags_is_race_free_and_correct():
 
 def test_overwrite_while_another_pipe_reads_is_a_race():
     def kernel(x, y):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         lang.duplicate(t, 2.0, 64)
         set_flag(PIPE_V, PIPE_MTE3, 0)
         wait_flag(PIPE_V, PIPE_MTE3, 0)
@@ -122,10 +118,7 @@ def test_misaligned_local_address_names_the_rule():
 
 def test_runaway_kernel_hits_the_instruction_budget():
     def kernel(x):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         while True:
             lang.adds(t, t, 1.0, 64)
     msg = raises_fast(npulab.InstructionBudgetError, kernel, X, budget=10_000)
@@ -179,10 +172,7 @@ def test_vector_op_checks_dtype_and_count():
 
 def test_a_full_barrier_also_orders_the_pipes():
     def kernel(x):
-        pipe = Pipe()
-        buf = TBuf(VECCALC, "work")
-        pipe.init_buffer(buf, 128)
-        t = buf.get(np.float16)
+        t = scratch()
         data_copy(t, x, 64)
         lang.pipe_barrier(lang.PIPE_ALL)            # everything before it finishes first
         lang.adds(t, t, 1.0, 64)
