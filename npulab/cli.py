@@ -47,6 +47,15 @@ def _info(args) -> int:
 
 def _bench(args) -> int:
     from . import bench
+    if args.what == "widgets":
+        from .widgets.bench import bench_widgets
+        result = bench_widgets()
+        print(json.dumps(result) if args.json else
+              f"{result['instructions']:,} instructions: occupancy step "
+              f"{result['occupancy_seconds_p90'] * 1000:.0f} ms, gantt step "
+              f"{result['gantt_seconds_p90'] * 1000:.0f} ms (p90; goal "
+              f"{result['goal_seconds'] * 1000:.0f} ms): {'pass' if result['pass'] else 'FAIL'}")
+        return 0 if result["pass"] else 1
     if args.what == "sim":
         result = bench.bench_sim(args.instructions)
         if args.json:
@@ -67,7 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_info)
     p = sub.add_parser("bench", help="benchmarks, as JSON")
-    p.add_argument("what", choices=["sim"])
+    p.add_argument("what", choices=["sim", "widgets"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", type=int, default=1_000_000)
     p.set_defaults(func=_bench)
