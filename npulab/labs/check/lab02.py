@@ -1,0 +1,168 @@
+"""Checkers of lab 02 (a first kernel): the Compute stage, a missing flag, a tile that fits UB,
+and reading the gantt."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...chips import get_chip
+from ...errors import (AlignmentError, BufferOverflowError, DeadlockError, RaceError, ShapeError,
+                       SyncError)
+from ...kernels.elementwise import KernelAdd, QUEUES_PER_TILE, run_add
+from ...sim.isa import TRACK_NAMES, Pipe
+from .. import lab02 as ref
+from . import (exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict,
+               same_code)
+
+_QUEUE_HINTS = {
+    DeadlockError: "every deque needs an enque before it: Compute must deque x and y from the input "
+                   "queues and enque z into out_z, or CopyOut waits forever.",
+    SyncError: "a queue hands out buffer_num slots: free_tensor each input after the add, so "
+               "CopyIn can alloc_tensor the slot again.",
+    RaceError: "free_tensor gives a slot back to CopyIn, which may overwrite it at once: free the "
+               "inputs only after the add that reads them, and enque z only after the add writes it.",
+    ShapeError: "the vector add takes (dst, src0, src1, count) with LocalTensors in UB.",
+    AlignmentError: "copies and slices work in 32-byte blocks.",
+}
+
+
+def _mismatch(z, x, y) -> tuple[str, str, str]:
+    """(expected, got, hint) at the first wrong element."""
+    want = (x + y).astype(np.float16)
+    bad = np.flatnonzero(z != want)
+    i = int(bad[0])
+    if np.array_equal(z, x) or np.array_equal(z, y):
+        hint = "z equals an input: add both inputs into z before enqueuing it."
+    elif not np.any(z):
+        hint = "z is all zeros: the add must write the tensor you enque into out_z."
+    elif np.array_equal(z, (x - y).astype(np.float16)) or np.array_equal(z, (x * y).astype(np.float16)):
+        hint = "that is another operation: z = x + y is lang.add (Ascend C Add)."
+    else:
+        hint = f"{len(bad)} of {z.size} elements differ: count must be the tile's element count."
+    return f"z[{i}] = {float(want[i])!r} (x + y)", f"z[{i}] = {float(z[i])!r}", hint
+
+
+@exercise("02", "CopyIn / Compute / CopyOut: queues hand tensors between pipes", performance=True)
+def compute_stage(cls):
+    """A KernelAdd-shaped class (``cls(x, y, z, tiling).process()``) whose
+    ``compute(self, count)`` the learner wrote."""
+    if not (isinstance(cls, type) and callable(getattr(cls, "compute", None))
+            and callable(getattr(cls, "process", None))):
+        return failed("the answer should be your kernel class", expected="a class with compute and process",
+                      got=repr(cls), hint="pass the class (MyAdd), not an instance.")
+    if is_empty_function(cls.compute):
+        return not_attempted("write the body of compute")
+    x, y = ref.inputs()
+    try:
+        z, trace = ref.run_kernel_class(cls, x, y)
+    except tuple(_QUEUE_HINTS) as err:
+        return failed(f"the kernel stopped with {type(err).__name__}", got=f"{type(err).__name__}: {err}",
+                      hint=_QUEUE_HINTS[type(err)])
+    if not np.array_equal(z, (x + y).astype(np.float16)):
+        want, got, hint = _mismatch(z, x, y)
+        return failed("z is not x + y", expected=want, got=got, hint=hint)
+    _, reference = ref.run_kernel_class(KernelAdd, x, y)
+    return perf_verdict(trace.cycles, reference.cycles, f"z = x + y on {x.size:,} elements",
+                        "free each input as soon as the add has read it and enque z at once; "
+                        "no pipe_barrier is needed, the queues already order the pipes.")
+
+
+@exercise("02", "flags between pipes: set_flag on the producer, wait_flag on the consumer")
+def fix_race(kernel):
+    """The one-tile Add with the missing flag pair added."""
+    if not callable(kernel):
+        return failed("the answer should be your kernel function", expected="a function",
+                      got=repr(kernel), hint="pass add_one_tile, without calling it.")
+    if is_empty_function(kernel) or same_code(kernel, ref.add_one_tile_racy):
+        return not_attempted("add the missing set_flag / wait_flag pair to add_one_tile")
+    try:
+        z, trace, x, y = ref.run_one_tile(kernel)
+    except RaceError as err:
+        return failed("the race detector still finds a race", expected="no race",
+                      got=f"RaceError: {err}",
+                      hint="a flag orders two pipes: set_flag(src, dst, id) on the pipe that wrote, "
+                           "after its write; wait_flag(src, dst, id) on the pipe that reads, before "
+                           "its read. Read which pipes the message names.")
+    except DeadlockError as err:
+        return failed("the kernel deadlocks", expected="no deadlock", got=f"DeadlockError: {err}",
+                      hint="every wait_flag needs a set_flag with the same (src, dst, id) before it.")
+    except SyncError as err:
+        return failed("a flag is used wrongly", got=f"SyncError: {err}",
+                      hint="event ids run from 0 to the chip's event_ids - 1, one set per wait.")
+    if not np.array_equal(z, (x + y).astype(np.float16)):
+        return failed("race-free, but z is not x + y", expected="z = x + y", got=f"z[:4] = {z[:4]}",
+                      hint="keep the copies and the add as they were; only add the flags.")
+    return passed(f"no race, z = x + y, {trace.cycles:,} cycles. The queues of KernelAdd issue "
+                  f"exactly these flags for you (enque = set_flag, deque = wait_flag).")
+
+
+def reference_tile(chip: str = ref.CHIP, itemsize: int = 2, buffer_num: int = 2) -> int:
+    """The largest tile (elements, whole 32-byte blocks) whose queues fit UB."""
+    ub = get_chip(chip).buffers.ub
+    return ub // (QUEUES_PER_TILE * buffer_num) // 32 * 32 // itemsize
+
+
+@exercise("02", "tiling for UB: 3 queues x buffer_num slots x tile bytes must fit", performance=True)
+def ub_tile(tile):
+    """TILE (fp16 elements) for the double-buffered Add on the teaching chip."""
+    if is_blank(tile):
+        return not_attempted()
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
+        return failed("the tile should be a whole number of elements", expected="an int",
+                      got=repr(tile), hint="use // (floor division) so the tile stays an int.")
+    tile = int(tile)
+    chip = get_chip(ref.CHIP)
+    x, y = ref.inputs(ref.TILE_N)
+    try:
+        z, trace = run_add(x, y, chip=chip, buffer_num=2, tile=tile)
+    except BufferOverflowError as err:
+        need = QUEUES_PER_TILE * 2 * tile * 2
+        hint = (f"3 queues (x, y, z) x 2 buffers x {tile} elements x 2 bytes = {need:,} B, but UB "
+                f"holds {chip.buffers.ub:,} B.")
+        if QUEUES_PER_TILE * tile * 2 <= chip.buffers.ub:
+            hint += " That tile would fit with one buffer per queue: double buffering needs two."
+        return failed("the tile does not fit UB", expected=f"3 x 2 x tile x 2 B <= {chip.buffers.ub:,} B",
+                      got=f"BufferOverflowError: {err}", hint=hint)
+    except ShapeError as err:
+        return failed("not a valid tile", got=f"ShapeError: {err}",
+                      hint="a tile is a whole number of 32-byte blocks: a positive multiple of 16 fp16 elements.")
+    if not np.array_equal(z, (x + y).astype(np.float16)):
+        return failed("z is not x + y", expected="z = x + y", got=f"z[:4] = {z[:4]}",
+                      hint="the tile must be a positive multiple of 16 elements.")
+    _, reference = run_add(x, y, chip=chip, buffer_num=2, tile=reference_tile())
+    return perf_verdict(trace.cycles, reference.cycles, f"TILE = {tile} fits UB and z = x + y",
+                        f"every copy pays a start-up of {chip.pipes.mte2_startup_cycles} cycles: a "
+                        f"bigger tile pays it fewer times. Use the largest tile that fits.")
+
+
+def _pipe_names(p: Pipe) -> set[str]:
+    return {p.name, TRACK_NAMES[p], f"PIPE_{p.name}"}
+
+
+@exercise("02", "reading a pipe gantt: which pipe is busy, which waits")
+def busiest_pipe(answer):
+    """The pipe with the most busy cycles in the lab's Add on the teaching chip."""
+    if is_blank(answer):
+        return not_attempted()
+    _, trace = ref.run_kernel_class()
+    busy = trace.busy_cycles()
+    want = Pipe(int(np.argmax(busy)))
+    table = ", ".join(f"{TRACK_NAMES[Pipe(p)]} {int(b):,}" for p, b in enumerate(busy) if b)
+    if not isinstance(answer, str):
+        return failed("the answer should be a pipe's name, a string", expected=repr(TRACK_NAMES[want]),
+                      got=repr(answer), hint="a track name of the gantt, such as 'VECTOR'.")
+    got = answer.strip().upper()
+    if got in _pipe_names(want):
+        return passed(f"{TRACK_NAMES[want]} is busiest (busy cycles: {table}): each add of a tile "
+                      f"waits for two tiles copied in, and a copy takes longer than the add.")
+    named = next((p for p in Pipe if p != Pipe.ALL and got in _pipe_names(p)), None)
+    if named is None:
+        hint = f"the tracks are {', '.join(TRACK_NAMES[Pipe(p)] for p in range(7))}."
+    elif named == Pipe.V:
+        hint = ("the vector unit adds a tile in a few cycles and then waits (hatched) for the "
+                "next copy: Add is memory-bound (lab 01).")
+    elif named == Pipe.MTE3:
+        hint = "MTE3 writes one tensor per tile; another pipe reads two per tile."
+    else:
+        hint = f"{TRACK_NAMES[named]} does no work in an Add; compare the bars' total lengths."
+    return failed(f"{answer!r} is not the busiest", expected=repr(TRACK_NAMES[want]), got=repr(answer),
+                  hint=hint)

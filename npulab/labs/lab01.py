@@ -1,0 +1,131 @@
+"""Lab 01 (architecture and the roofline): the exercises' shapes and the reference arithmetic.
+
+Arithmetic intensity = FLOPs / bytes moved between GM and the chip. A kernel whose intensity is
+below the roof's ridge point (peak FLOPs / GM bandwidth) cannot keep its compute unit busy: it is
+memory-bound. The shapes below are the ones the lab's exercises ask about.
+"""
+from __future__ import annotations
+
+from ..chips import ChipSpec, get_chip
+from ..plot.roofline import attainable
+
+FP16 = 2                                  # bytes per element
+ADD_N = 1 << 20                           # z = x + y over this many fp16 elements
+MATMUL_MNK = (1024, 1024, 1024)           # C[M,N] = A[M,K] @ B[K,N], all fp16
+LAYERNORM_RC = (4096, 1024)               # rows x columns, fp16, normalised over each row
+LAYERNORM_FLOPS_PER_ELEMENT = 8           # mean 1, variance 3, normalise + scale + shift 4
+#: Which unit each operator runs on: its roof is that unit's peak.
+UNIT = {"add": "vector", "matmul": "cube", "layernorm": "vector"}
+
+
+def intensity_add(n: int = ADD_N) -> float:
+    """n additions; read x and y, write z."""
+    return n / (3 * n * FP16)
+
+
+def intensity_matmul(m: int, n: int, k: int) -> float:
+    """2mnk FLOPs (a MAC is two); read A and B once, write C once."""
+    return 2 * m * n * k / (FP16 * (m * k + k * n + m * n))
+
+
+def intensity_layernorm(rows: int, cols: int) -> float:
+    """8 FLOPs an element; read x, write y, read gamma and beta once."""
+    return LAYERNORM_FLOPS_PER_ELEMENT * rows * cols / (FP16 * (2 * rows * cols + 2 * cols))
+
+
+def reference_intensities() -> dict[str, float]:
+    return {"add": intensity_add(), "matmul": intensity_matmul(*MATMUL_MNK),
+            "layernorm": intensity_layernorm(*LAYERNORM_RC)}
+
+
+def roof_tflops(chip: "ChipSpec | str", unit: str) -> float:
+    """Peak of the cube (fp16) or of the vector unit (fp16), in TFLOPS."""
+    chip = get_chip(chip)
+    return chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The roofline: min(peak, intensity x bandwidth); GB/s x FLOP/B = GFLOPS."""
+    return float(attainable(intensity, peak_tflops, bandwidth_gbs))
+
+
+def ridge(chip: "ChipSpec | str", unit: str) -> float:
+    """Intensity (FLOP/B) where the memory slope meets the roof."""
+    chip = get_chip(chip)
+    return roof_tflops(chip, unit) * 1000 / chip.gm_bandwidth_gbs
+
+
+def bound(chip: "ChipSpec | str", op: str, intensity: float) -> str:
+    """'memory' when the op's intensity is below its unit's ridge point, else 'compute'."""
+    return "memory" if intensity < ridge(chip, UNIT[op]) else "compute"
+
+
+def roofline_table(chip: "ChipSpec | str" = "910") -> list[tuple]:
+    """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the three operators."""
+    chip = get_chip(chip)
+    rows = []
+    for op, ai in reference_intensities().items():
+        unit = UNIT[op]
+        rows.append((op, unit, ai, ridge(chip, unit),
+                     attainable_tflops(ai, roof_tflops(chip, unit), chip.gm_bandwidth_gbs),
+                     bound(chip, op, ai)))
+    return rows
+
+
+def print_roofline_table(chip: "ChipSpec | str" = "910") -> None:
+    chip = get_chip(chip)
+    print(f"{chip.name}: GM {chip.gm_bandwidth_gbs:g} GB/s, cube {chip.peak_fp16_tflops:.1f} TFLOPS, "
+          f"vector {chip.peak_vector_tflops_fp16:.2f} TFLOPS")
+    print(f"{'op':<10} {'unit':<6} {'FLOP/B':>8} {'ridge':>8} {'TFLOPS':>8}  bound")
+    for op, unit, ai, r, att, b in roofline_table(chip):
+        print(f"{op:<10} {unit:<6} {ai:>8.2f} {r:>8.2f} {att:>8.2f}  {b}")
+
+
+def print_core(chip: "ChipSpec | str" = "910") -> None:
+    """The buffers and data paths of one AI core of ``chip``, from its chip file."""
+    chip = get_chip(chip)
+    print(f"{chip.title}: {chip.ai_cores} AI cores at {chip.clock_ghz:g} GHz")
+    print(f"{'buffer':7} {'bytes':>9}  {'align':>5}  holds")
+    holds = {"l1": "tiles of A and B on their way to the cube", "l0a": "the cube's left operand",
+             "l0b": "the cube's right operand", "l0c": "the cube's accumulators (fp32)",
+             "ub": "everything the vector unit reads and writes"}
+    for b, what in holds.items():
+        print(f"{b.upper():7} {chip.buffer_bytes(b):>9,}  {chip.buffer_align(b):>5}  {what}")
+    p = chip.pipes
+    print(f"\n{'pipe':6} {'bytes/cycle':>11} {'start-up':>8}  moves")
+    for name, bw, start, what in [
+            ("MTE2", p.mte2_bytes_per_cycle, p.mte2_startup_cycles, "GM -> L1 or UB"),
+            ("MTE1", p.mte1_bytes_per_cycle, p.mte1_startup_cycles, "L1 -> L0A / L0B"),
+            ("MTE3", p.mte3_bytes_per_cycle, p.mte3_startup_cycles, "UB -> GM"),
+            ("FIXP", p.fix_bytes_per_cycle, p.fix_startup_cycles, "L0C -> GM or L1")]:
+        print(f"{name:6} {bw:>11g} {start:>8}  {what}")
+    print(f"\nGM: {chip.memory.gm_bytes_per_cycle:g} bytes a cycle for the whole chip "
+          f"({chip.gm_bandwidth_gbs:g} GB/s), shared by the cores that copy at once")
+    print(f"cube: {chip.cube.macs_per_cycle_fp16} fp16 MACs a cycle; vector: "
+          f"{chip.vector.bytes_per_cycle} bytes a cycle ({chip.vector.bytes_per_cycle // 2} fp16 ops)")
+
+
+def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "ChipSpec | str" = "910",
+                seed: int = 0) -> list[dict]:
+    """Run Add (timing mode) at each size: cycles, achieved TFLOPS and the share of the
+    roofline's attainable rate it reaches."""
+    import numpy as np
+
+    from ..kernels.elementwise import run_add
+    chip = get_chip(chip)
+    roof = attainable_tflops(intensity_add(), chip.peak_vector_tflops_fp16, chip.gm_bandwidth_gbs)
+    rows = []
+    for n in sizes:
+        x = np.random.default_rng(seed).standard_normal(n).astype(np.float16)
+        _, trace = run_add(x, x, chip=chip, mode="timing")
+        tflops = n / (trace.us(trace.cycles) * 1e-6) / 1e12
+        rows.append({"n": n, "cycles": trace.cycles, "us": trace.us(trace.cycles), "tflops": tflops,
+                     "of_roof": tflops / roof, "mte2_ratio": trace.pipe_ratios()["mte2_ratio"]})
+    return rows
+
+
+def print_measure_add(rows: list[dict]) -> None:
+    print(f"{'elements':>10} {'cycles':>8} {'us':>8} {'TFLOPS':>7} {'of roofline':>11} {'mte2_ratio':>10}")
+    for r in rows:
+        print(f"{r['n']:>10,} {r['cycles']:>8,} {r['us']:>8.2f} {r['tflops']:>7.3f} "
+              f"{r['of_roof']:>11.0%} {r['mte2_ratio']:>10.0%}")
