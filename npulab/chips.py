@@ -50,6 +50,7 @@ class MemorySpec:
     gm_bytes: int
     gm_bytes_per_cycle: float
     l2_bytes: int
+    l2_bytes_per_cycle: float
 
 
 @dataclass(frozen=True)

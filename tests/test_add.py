@@ -109,3 +109,18 @@ def test_more_cores_do_not_scale_a_memory_bound_kernel_linearly():
         cycles[cores] = trace.cycles
     assert cycles[8] / cycles[32] < 2.0, cycles
     assert cycles[8] > cycles[32]
+
+
+@pytest.mark.parametrize("chip", ["teach", "310", "910", "910b"])
+@pytest.mark.parametrize("cores", [1, 4, None])
+def test_add_never_beats_the_gm_roofline(chip, cores):
+    """Reads and writes of a core share its part of GM: bytes / cycles stays under the roof."""
+    spec = npulab.get_chip(chip)
+    if cores is not None:
+        spec = dataclasses.replace(spec, ai_cores=min(cores, spec.ai_cores))
+    x, y = _xy(300_000, np.float16)
+    _, trace = run_add(x, y, chip=spec, mode="timing")
+    s = trace.summary()
+    moved = s["gm_read_bytes"] + s["gm_write_bytes"]
+    assert moved / s["cycles"] <= spec.memory.gm_bytes_per_cycle
+    assert s["hbm_read_bytes"] >= s["gm_read_bytes"]        # each range read once: no L2 hits

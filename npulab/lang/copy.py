@@ -79,10 +79,14 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
             if padded and isinstance(dst, LocalTensor):
                 d[count: moved // dst.itemsize] = pad_value
     wcount = moved // dst.itemsize if (padded and isinstance(dst, LocalTensor)) else count
-    core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
+    i = core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
                nbytes=nbytes, energy=_energy_pj(dev.chip, route[0], moved) + _energy_pj(dev.chip, route[1], moved),
                route=f"{route[0]}->{route[1]}",
                reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)])
+    if route[0] == "GM":
+        dev.gm.read(core, i, moved, src.byte_range(count))
+    elif route[1] == "GM":
+        dev.gm.write(core, i, pipe, moved)
 
 
 def data_copy(dst, src, count: int | None = None) -> None:

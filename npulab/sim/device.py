@@ -14,6 +14,7 @@ import numpy as np
 from ..chips import ChipSpec, get_chip
 from ..errors import DeadlockError, InstructionBudgetError, RaceError
 from . import races
+from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
 from .memory import Buffer
 
@@ -75,15 +76,16 @@ class Core:
                 f"core {self.index}, last '{name}'): a runaway loop? Raise launch(..., budget=N) "
                 f"if the kernel really needs more.")
         i = len(self.pipe)
-        self.pipe.append(int(pipe))
-        self.kind.append(int(kind))
-        self.op.append(int(op))
-        self.dur.append(int(dur))
-        self.key.append(int(key))
+        # int(...) only where needed: converting an IntEnum costs more than the append
+        self.pipe.append(pipe if type(pipe) is int else int(pipe))
+        self.kind.append(kind if type(kind) is int else int(kind))
+        self.op.append(op if type(op) is int else int(op))
+        self.dur.append(dur if type(dur) is int else int(dur))
+        self.key.append(key if type(key) is int else int(key))
         self.name.append(name)
-        self.nbytes.append(int(nbytes))
-        self.flops.append(int(flops))
-        self.energy.append(float(energy))
+        self.nbytes.append(nbytes if type(nbytes) is int else int(nbytes))
+        self.flops.append(flops if type(flops) is int else int(flops))
+        self.energy.append(energy if type(energy) is float else float(energy))
         self.route.append(route)
         self.block.append(self.block_idx)
         if dev.check_races and (reads or writes):
@@ -144,21 +146,27 @@ class Device:
         self.check_races = self.functional if check_races is None else check_races
         self.scheduler_name = scheduler_name
         self.issued = 0
+        p = self.chip.pipes
+        self._copy_rates = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
+                            Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),
+                            Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
+                            Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
+        self._gm_share = self.chip.gm_share_bytes_per_cycle(self.active_cores)
         self.cores = [Core(self, c) for c in range(self.active_cores)]
+        self.gm = GmTraffic(self)           # every GM copy, settled at finish (sim/gm.py)
+        self.gm_stats = None
 
     def core_for_block(self, block_idx: int) -> Core:
         return self.cores[block_idx % self.active_cores]
 
     # -- costs ------------------------------------------------------------------------------
     def copy_cycles(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> int:
-        """start-up + bytes / rate; a copy to or from GM gets at most its core's share of GM."""
-        p = self.chip.pipes
-        rate, startup = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
-                         Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),
-                         Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
-                         Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}[pipe]
+        """start-up + bytes / rate; a copy to or from GM gets at most its core's share of GM.
+        For a GM copy this is only the estimate at issue: record it with ``self.gm.read`` /
+        ``self.gm.write`` and :class:`~npulab.sim.gm.GmTraffic` settles it at finish."""
+        rate, startup = self._copy_rates[pipe]
         if touches_gm:
-            rate = min(rate, self.chip.gm_share_bytes_per_cycle(self.active_cores))
+            rate = min(rate, self._gm_share)
         return int(startup + -(-nbytes // rate))
 
     # -- the run ----------------------------------------------------------------------------
@@ -166,6 +174,7 @@ class Device:
         """Schedule every core, check races, and return the Trace."""
         from .trace import Trace
         schedule = scheduler(self.scheduler_name)
+        self.gm_stats = self.gm.settle()    # GM copy durations: shared HBM, read/write split, L2
         timelines = []
         for core in self.cores:
             pipe = np.asarray(core.pipe, dtype=np.int8)

@@ -27,7 +27,8 @@ class Allocation:
 
 
 class Trace:
-    def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities):
+    def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities,
+                 gm_stats: dict | None = None):
         self.chip = chip
         self.mode = mode
         self.block_dim = block_dim
@@ -36,6 +37,7 @@ class Trace:
         self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
         self.allocations: list[Allocation] = allocations
         self.capacities: dict[str, int] = capacities
+        self.gm_stats = dict(gm_stats or {"l2_hits": 0, "l2_misses": 0, "hbm_read_bytes": 0, "gm_write_bytes": 0})
 
     @classmethod
     def from_device(cls, device, timelines):
@@ -69,7 +71,7 @@ class Trace:
         columns["route"] = routes
         capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
         return cls(device.chip, device.mode, device.block_dim, columns, core_cycles, allocations,
-                   capacities)
+                   capacities, device.gm_stats)
 
     # -- figures ----------------------------------------------------------------------------
     @property
@@ -128,6 +130,9 @@ class Trace:
             "bytes": routes,
             "gm_read_bytes": sum(b for r, b in routes.items() if r.startswith("GM->")),
             "gm_write_bytes": sum(b for r, b in routes.items() if r.endswith("->GM")),
+            "l2_hits": self.gm_stats["l2_hits"],
+            "l2_misses": self.gm_stats["l2_misses"],
+            "hbm_read_bytes": self.gm_stats["hbm_read_bytes"],
             "flops": int(self.flops.sum()),
             "cube_flops": int(self.flops[cube].sum()),
             "vector_flops": int(self.flops[vec].sum()),
