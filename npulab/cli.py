@@ -56,6 +56,17 @@ def _bench(args) -> int:
               f"{result['gantt_seconds_p90'] * 1000:.0f} ms (p90; goal "
               f"{result['goal_seconds'] * 1000:.0f} ms): {'pass' if result['pass'] else 'FAIL'}")
         return 0 if result["pass"] else 1
+    if args.what == "kernels":
+        from .kernels.bench import bench_kernels
+        rows = bench_kernels()
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            for r in rows:
+                print(f"{r['op']:<13} {'x'.join(map(str, r['shape'])):<16} {r['dtype']:<8} {r['chip']:<5} "
+                      f"{r['tiling']:<8} {r['cycles']:>12,} cycles  utilization {r['utilization']:.1%}"
+                      + (f"  vs numpy {r['vs_numpy_ratio']:.1f}x" if "vs_numpy_ratio" in r else ""))
+        return 0
     if args.what == "sim":
         result = bench.bench_sim(args.instructions)
         if args.json:
@@ -76,7 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_info)
     p = sub.add_parser("bench", help="benchmarks, as JSON")
-    p.add_argument("what", choices=["sim", "widgets"])
+    p.add_argument("what", choices=["sim", "kernels", "widgets"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", type=int, default=1_000_000)
     p.set_defaults(func=_bench)

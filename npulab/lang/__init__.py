@@ -11,6 +11,7 @@ and runs with ``launch(kernel, block_dim, *args, chip="910")``.
 """
 from .context import get_block_idx, get_block_num
 from .copy import data_copy, data_copy_pad
+from .cube import data_copy_nd2nz, fixpipe, load_data, mmad
 from .launch import LaunchResult, launch
 from .pipe import Pipe, Queue, TBuf
 from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
@@ -26,4 +27,5 @@ __all__ = [
     "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "abs", "add", "adds",
     "cast", "div", "duplicate", "exp", "ln", "max", "maxs", "min", "mins", "mul", "muls",
     "reciprocal", "reduce_max", "reduce_sum", "relu", "sqrt", "sub",
+    "data_copy_nd2nz", "load_data", "mmad", "fixpipe",
 ]

@@ -163,6 +163,9 @@ class LocalTensor:
         """The elements (a view into the buffer's bytes), or None in timing-only mode."""
         if self.buffer.data is None:
             return None
+        flush = getattr(self.buffer, "pending_flush", None)   # deferred mmads into L0C (lang/cube.py)
+        if flush is not None:
+            flush(self.offset, self.offset + self.nbytes)
         return self.buffer.data[self.offset: self.offset + self.nbytes].view(self.dtype)
 
     def __repr__(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.elementwise import run_add
+from .matmul import batch_matmul, matmul
 
 
 def add(x, y, chip="910", *, buffer_num: int = 2, return_trace: bool = False):
@@ -13,4 +14,4 @@ def add(x, y, chip="910", *, buffer_num: int = 2, return_trace: bool = False):
     return (z, trace) if return_trace else z
 
 
-__all__ = ["add"]
+__all__ = ["add", "matmul", "batch_matmul"]

@@ -1,0 +1,99 @@
+"""``npulab bench kernels``: cycles and utilization of the matmul templates, and the simulator's
+own speed against numpy.
+
+Each row is a JSON-ready dict with at least ``op``, ``shape``, ``dtype``, ``chip``, ``tiling``,
+``cycles``, ``lower_bound_cycles`` (MACs / (cores x MACs per cycle)) and ``utilization``
+(= lower_bound_cycles / cycles, never above 1). Rows whose full simulation would issue
+millions of instructions (the seed and naive tilings of 4096^3) are simulated for the first
+few block tiles of every core and extrapolated linearly (``estimated: true``; exact for the
+steady state, since every later tile repeats the same instructions); the tuned tiling is
+simulated in full, and ``sim_seconds`` says how long that took. Seconds depend on the machine;
+compare the ratios measured side by side in one run.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..chips import get_chip
+from . import autotune
+from .matmul import run_matmul, simulate
+from .matmul_tiling import MatmulTiling, default_tiling, make_tiling
+
+BIG = (4096, 4096, 4096)
+FUNCTIONAL = (1024, 1024, 1024)
+SAMPLES = (2, 4)            # block tiles per core simulated for an extrapolated row
+
+
+def _row(t: MatmulTiling, chip, cycles: float, **extra) -> dict:
+    lb = autotune.lower_bound_cycles((t.batch, t.m, t.n, t.k), t.np_dtype, chip)
+    shape = [t.m, t.n, t.k] if t.batch == 1 else [t.batch, t.m, t.n, t.k]
+    return {"op": "matmul" if t.batch == 1 else "batch_matmul", "shape": shape, "dtype": t.dtype,
+            "chip": get_chip(chip).name, "tiling": t.name, "recipe": t.recipe(),
+            "cycles": int(round(cycles)), "lower_bound_cycles": int(round(lb)),
+            "utilization": lb / cycles if cycles else 0.0, **extra}
+
+
+def measure(t: MatmulTiling, chip="910", full: bool = True) -> dict:
+    """Simulate tiling ``t`` (timing-only) and return its bench row. ``full=False`` simulates
+    SAMPLES block tiles per core and extrapolates to all of them."""
+    loops = -(-t.core_loops // t.block_dim)
+    if full or loops <= SAMPLES[1]:
+        t0 = time.perf_counter()
+        tr = simulate(t, chip)
+        return _row(t, chip, tr.cycles, estimated=False, sim_seconds=time.perf_counter() - t0,
+                    instructions=len(tr))
+    s1, s2 = SAMPLES
+    c1 = simulate(replace(t, sample_loops=s1), chip).cycles
+    c2 = simulate(replace(t, sample_loops=s2), chip).cycles
+    cycles = c1 + (loops - s1) * (c2 - c1) / (s2 - s1)
+    return _row(t, chip, cycles, estimated=True,
+                method=f"simulated {s1} and {s2} of {loops} block tiles per core, extrapolated")
+
+
+def functional_vs_numpy(shape=FUNCTIONAL, chip="910", seed: int = 0, repeat: int = 3) -> dict:
+    """A functional fp16 matmul through the simulator against numpy's float32 matmul (BLAS) of
+    the same values, best of ``repeat`` each, measured side by side. The race checker is off
+    here (it is a debugging aid for kernels under development; the template is race-checked in
+    tests/test_matmul.py), as it is off in timing mode."""
+    rng = np.random.default_rng(seed)
+    m, n, k = shape
+    a = rng.standard_normal((1, m, k)).astype(np.float16)
+    b = rng.standard_normal((1, k, n)).astype(np.float16)
+    t = default_tiling((1, m, n, k), np.float16, chip)
+    sim_s, np_s = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        c, trace = run_matmul(a, b, t, chip=chip, check_races=False)
+        sim_s.append(time.perf_counter() - t0)
+        a32, b32 = a[0].astype(np.float32), b[0].astype(np.float32)
+        t0 = time.perf_counter()
+        ref = a32 @ b32
+        np_s.append(time.perf_counter() - t0)
+    err = float(np.max(np.abs(c[0].astype(np.float32) - ref)))
+    row = _row(t, chip, trace.cycles, mode="functional", estimated=False)
+    row.update(sim_seconds=min(sim_s), numpy_seconds=min(np_s), vs_numpy_ratio=min(sim_s) / min(np_s),
+               max_abs_err=err)
+    return row
+
+
+def bench_kernels(chip="910", tune_limit: int = autotune.DEFAULT_LIMIT, progress: bool | None = None) -> list[dict]:
+    """The kernel benchmark rows: 4096^3 fp16 with the seed, naive, default and autotuned
+    tilings, and the functional 1024^3 run against numpy."""
+    rows = []
+    seed = make_tiling(BIG, np.float16, chip, "seed")
+    naive = make_tiling(BIG, np.float16, chip, "naive")
+    rows.append(measure(seed, chip, full=False))
+    rows.append(measure(naive, chip, full=False))
+    rows.append(measure(default_tiling(BIG, np.float16, chip), chip))
+    tuned = autotune.autotune(BIG, np.float16, chip, limit=tune_limit, progress=progress)
+    row = measure(tuned.tiling, chip)
+    row["from_cache"] = tuned.from_cache
+    rows.append(row)
+    best = min(r["cycles"] for r in rows)
+    for r in rows:
+        r["vs_best"] = r["cycles"] / best
+    rows.append(functional_vs_numpy(FUNCTIONAL, chip))
+    return rows

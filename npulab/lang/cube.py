@@ -1,0 +1,387 @@
+"""Cube-unit instructions: the matrix data path GM -> L1 -> L0A/L0B -> cube -> L0C -> out.
+
+==========================  =====  ==============================================================
+call                        pipe   what it does (Ascend C name)
+==========================  =====  ==============================================================
+``data_copy_nd2nz``         MTE2   GM (ND matrix tile) -> L1 in NZ fractals (DataCopy + Nd2NzParams)
+``load_data``               MTE1   L1 (NZ) -> L0A in ZZ or L0B in ZN, optionally transposed (LoadData)
+``mmad``                    M      L0C = L0A x L0B, or L0C += L0A x L0B (Mmad + MmadParams)
+``fixpipe``                 FIX    L0C (NZ, fp32/int32) -> GM or UB in ND, with bias, dequant scale,
+                                   ReLU and the cast to the output dtype on the way (Fixpipe)
+==========================  =====  ==============================================================
+
+Formats are in :mod:`npulab.formats`. A format change costs nothing beyond the move that does
+it: each instruction moves the padded fractal bytes at its pipe's rate. The cube runs one
+fractal step a cycle: 16 x 16 x K0 MACs (K0 = 16 fp16: 4096 MAC/cycle; 32 int8: 8192; 8 fp32,
+chosen as half the fp16 rate), so ``mmad`` costs start-up + ceil(m/16) x ceil(n/16) x
+ceil(k/K0) cycles (FACTS.md, Compute units). L0C accumulates in fp32 (int32 for int8).
+
+Functional numerics: every instruction really moves and re-lays bytes in the buffers; mmad
+unpacks its operands and multiplies whole tiles with numpy in float32 (float64 for int8, then
+int32: exact).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import formats as F
+from ..errors import AlignmentError, ShapeError
+from ..sim.isa import Kind, Op, Pipe
+from .context import current
+from .tensor import GlobalTensor, LocalTensor
+
+MAX_MNK = 4095                 # Mmad.md: m, n, k <= 4095
+L0C_OUTPUT_ALIGN = 1024        # Mmad.md: an mmad output starts 1024-byte aligned in L0C
+FRACTAL = F.FRACTAL_ROWS       # 16
+_ACC = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
+        np.dtype(np.int8): np.dtype(np.int32)}
+_FP32_RATE = 0.5               # chosen: fp32 runs 16x16x8 fractals at half the fp16 MAC rate
+
+
+_C0 = {np.dtype(t): 32 // np.dtype(t).itemsize for t in (np.float16, np.float32, np.int8, np.int32,
+                                                         np.uint8, np.int16)}
+_MTE1, _MTE2, _M, _FIX, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.M), int(Pipe.FIX), int(Kind.WORK)
+_OP_L0A, _OP_L0B, _OP_MMAD = int(Op.COPY_L1_TO_L0A), int(Op.COPY_L1_TO_L0B), int(Op.MMAD)
+_OP_GM_L1, _OP_FIX = int(Op.COPY_GM_TO_L1), int(Op.FIXPIPE)
+
+
+def _r16(x: int) -> int:
+    return -(-x // FRACTAL) * FRACTAL
+
+
+def _gm_view(g: GlobalTensor, rows: int, cols: int, stride: int) -> np.ndarray | None:
+    """The (rows, cols) matrix with row stride ``stride`` (elements) starting at ``g``."""
+    data = g.root.data
+    if data is None:
+        return None
+    return np.lib.stride_tricks.as_strided(data[g.offset:], shape=(rows, cols),
+                                           strides=(stride * data.itemsize, data.itemsize),
+                                           writeable=True)
+
+
+def _need(t, cls, where, what):
+    if not isinstance(t, cls):
+        raise ShapeError(f"{what}: expected a {cls.__name__}, got {type(t).__name__}")
+    if cls is LocalTensor and t.buffer.name not in where:
+        raise ShapeError(f"{what}: '{t.owner}' is in {t.buffer.name}; expected a tensor in "
+                         f"{' or '.join(where)}")
+
+
+def _dims(what, **dims):
+    for name, v in dims.items():
+        if not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_MNK:
+            raise ShapeError(f"{what}: {name}={v!r} must be an integer in 1..{MAX_MNK} (Mmad.md)")
+
+
+# -- GM -> L1 ---------------------------------------------------------------------------------
+def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: int,
+                    src_d_value: int | None = None) -> None:
+    """Copy an ND tile of ``n_value`` rows x ``d_value`` columns (row stride ``src_d_value``
+    elements, default ``d_value``) from GM into ``dst`` in L1 as NZ fractals: shape
+    (ceil(d/C0), ceil16(n), C0), padding zero-filled (Ascend C ``DataCopy(dst, src,
+    Nd2NzParams)``). Costs what moving the padded bytes costs; repeated reads of the same tile
+    by several cores are served by L2 (:mod:`npulab.sim.gm`)."""
+    what = "data_copy_nd2nz"
+    _need(src, GlobalTensor, (), what)
+    _need(dst, LocalTensor, ("L1",), what)
+    rows, cols = int(n_value), int(d_value)
+    stride = cols if src_d_value is None else int(src_d_value)
+    if rows < 1 or cols < 1 or stride < cols:
+        raise ShapeError(f"{what}: n_value={rows}, d_value={cols}, src_d_value={stride}: need "
+                         f"positive sizes and a row stride of at least d_value")
+    if src.dtype != dst.dtype:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert")
+    c0 = F.c0_of(dst.dtype)
+    need = -(-cols // c0) * _r16(rows) * c0
+    if need > dst.size:
+        raise ShapeError(f"{what}: {rows} x {cols} in NZ takes {need} elements "
+                         f"({need * dst.itemsize} B) with padding; '{dst.owner}' holds {dst.size}")
+    span = (rows - 1) * stride + cols
+    if span > src.size:
+        raise ShapeError(f"{what}: the tile reaches {span} elements past {src!r}, which holds {src.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    if dev.functional and src.root.data is not None:
+        F.pack_into(_gm_view(src, rows, cols, stride), dst.numpy()[:need], FRACTAL, c0, True, False)
+    moved = rows * (-(-cols * dst.itemsize // 32) * 32)           # whole 32-byte blocks per row
+    e = dev.chip.energy
+    i = core.issue(Pipe.MTE2, Kind.WORK, Op.COPY_GM_TO_L1, dev.copy_cycles(Pipe.MTE2, moved, True),
+                   name=f"{what} {rows}x{cols} GM->L1", nbytes=moved,
+                   energy=(e.gm_byte_pj + e.l1_byte_pj) * moved, route="GM->L1",
+                   reads=[(f"GM:{src.name}", src.offset * src.itemsize, (src.offset + span) * src.itemsize)],
+                   writes=[dst.byte_range(need)])
+    dev.gm.read(core, i, moved, (src.name, src.offset, rows, cols, stride))
+
+
+# -- L1 -> L0A / L0B ---------------------------------------------------------------------------
+def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_rows: int,
+              row_off: int = 0, col_off: int = 0, transpose: bool = False) -> None:
+    """Load an operand from an NZ tile in L1 into L0A (ZZ) or L0B (ZN) (Ascend C ``LoadData``).
+
+    ``src`` holds a matrix S in NZ with ``src_rows`` (padded) rows, as ``data_copy_nd2nz``
+    left it. The operand written to ``dst`` is the (rows, cols) window
+    ``op[r, c] = T[row_off + r, col_off + c]`` where T is S, or S transposed when
+    ``transpose`` (a transposed input: LoadData with transpose). For L0A the operand is A
+    (m, k); for L0B it is B (k, n).
+    """
+    what = "load_data"
+    if not isinstance(src, LocalTensor) or src.buffer.name != "L1":
+        _need(src, LocalTensor, ("L1",), what)
+    dname = dst.buffer.name if isinstance(dst, LocalTensor) else None
+    if dname != "L0A" and dname != "L0B":
+        _need(dst, LocalTensor, ("L0A", "L0B"), what)
+    dt = dst.dtype
+    if src.dtype != dt:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dt}; a load does not convert")
+    if rows < 1 or cols < 1 or row_off < 0 or col_off < 0:
+        raise ShapeError(f"{what}: rows={rows}, cols={cols}, row_off={row_off}, col_off={col_off} "
+                         f"must be positive sizes and non-negative offsets")
+    if src_rows % FRACTAL:
+        raise ShapeError(f"{what}: src_rows={src_rows} must be a multiple of {FRACTAL} (NZ pads rows)")
+    c0 = _C0[dt]
+    zz = dname == "L0A"
+    fr, fc = (FRACTAL, c0) if zz else (c0, FRACTAL)
+    need = -(-rows // fr) * fr * -(-cols // fc) * fc
+    if need > dst.size:
+        raise ShapeError(f"{what}: a {rows} x {cols} operand in {'ZZ' if zz else 'ZN'} takes {need} "
+                         f"elements ({need * dt.itemsize} B) with padding; '{dst.owner}' holds {dst.size}")
+    # the window of S (rows x cols of S, before any transpose)
+    s_r0, s_c0, s_rows, s_cols = (col_off, row_off, cols, rows) if transpose else (row_off, col_off, rows, cols)
+    if s_r0 + s_rows > src_rows:
+        raise ShapeError(f"{what}: rows {s_r0}..{s_r0 + s_rows} of the L1 tile are past its "
+                         f"{src_rows} rows")
+    c1a, c1b = s_c0 // c0, -(-(s_c0 + s_cols) // c0)
+    if c1b * src_rows * c0 > src.size:
+        raise ShapeError(f"{what}: columns {s_c0}..{s_c0 + s_cols} of the L1 tile ({src_rows} rows) "
+                         f"reach past '{src.owner}' ({src.size} elements)")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    if dev.functional:
+        nz = src.numpy()[c1a * src_rows * c0: c1b * src_rows * c0].reshape(c1b - c1a, src_rows, c0)
+        window = nz[:, s_r0:s_r0 + s_rows, :].transpose(1, 0, 2).reshape(s_rows, (c1b - c1a) * c0)
+        window = window[:, s_c0 - c1a * c0: s_c0 - c1a * c0 + s_cols]
+        F.pack_into(window.T if transpose else window, dst.numpy()[:need], fr, fc, False, not zz)
+    item = dt.itemsize
+    nbytes = need * item
+    e = dev.chip.energy
+    lo = src.offset + c1a * src_rows * c0 * item
+    core.issue(_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dev.copy_cycles(Pipe.MTE1, nbytes, False),
+               name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}",
+               nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
+               reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
+               writes=[(dname, dst.offset, dst.offset + nbytes)])
+
+
+# -- the cube ----------------------------------------------------------------------------------
+def macs_per_cycle(chip, dtype) -> float:
+    """The cube's MACs a cycle for an input dtype (fp32: half the fp16 rate, chosen)."""
+    item = np.dtype(dtype).itemsize
+    return {1: chip.cube.macs_per_cycle_int8, 2: chip.cube.macs_per_cycle_fp16,
+            4: chip.cube.macs_per_cycle_fp16 * _FP32_RATE}[item]
+
+
+def mmad_cycles(chip, m: int, n: int, k: int, dtype) -> int:
+    """start-up + one fractal step per 16 x 16 x K0 block (K0 = 32 bytes of the input dtype),
+    a step taking 16*16*K0 / MACs-per-cycle cycles (1 on the DaVinci cube)."""
+    dt = np.dtype(dtype)
+    k0 = _C0[dt]
+    steps = -(-m // FRACTAL) * -(-n // FRACTAL) * -(-k // k0)
+    per_step = FRACTAL * FRACTAL * k0 / macs_per_cycle(chip, dt)
+    return int(chip.cube.startup_cycles + -(-(steps * per_step) // 1))
+
+
+def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, *,
+         init: bool = True) -> None:
+    """L0C (m, n) = A (m, k) x B (k, n) when ``init`` (Ascend C ``cmatrixInitVal = true``),
+    else L0C += A x B. A is ZZ in L0A, B is ZN in L0B, the result NZ (16 x 16 fractals, fp32
+    for fp16/fp32 inputs, int32 for int8) in L0C with ceil16(m) rows per fractal column."""
+    what = "mmad"
+    if not (isinstance(a, LocalTensor) and a.buffer.name == "L0A"):
+        _need(a, LocalTensor, ("L0A",), what + " (a)")
+    if not (isinstance(b, LocalTensor) and b.buffer.name == "L0B"):
+        _need(b, LocalTensor, ("L0B",), what + " (b)")
+    if not (isinstance(dst, LocalTensor) and dst.buffer.name == "L0C"):
+        _need(dst, LocalTensor, ("L0C",), what + " (dst)")
+    if not (0 < m <= MAX_MNK and 0 < n <= MAX_MNK and 0 < k <= MAX_MNK):
+        _dims(what, m=m, n=n, k=k)
+    dt = a.dtype
+    acc = _ACC.get(dt)
+    if b.dtype != dt or acc is None:
+        raise ShapeError(f"{what}: a is {a.dtype} and b is {b.dtype}; the cube takes float16, "
+                         f"int8 or float32 operands of one dtype")
+    if dst.dtype != acc:
+        raise ShapeError(f"{what}: {a.dtype} x {b.dtype} accumulates in {acc}; dst '{dst.owner}' is {dst.dtype}")
+    if dst.offset % L0C_OUTPUT_ALIGN:
+        raise AlignmentError(f"{what}: the output starts at L0C byte {dst.offset}, which is not "
+                             f"{L0C_OUTPUT_ALIGN}-byte aligned (Mmad.md). Fix: start it at a multiple "
+                             f"of {L0C_OUTPUT_ALIGN} B.")
+    k0 = _C0[dt]
+    m1, n1, k1 = -(-m // FRACTAL), -(-n // FRACTAL), -(-k // k0)
+    a_n, b_n, c_n = m1 * k1 * FRACTAL * k0, k1 * n1 * FRACTAL * k0, m1 * n1 * FRACTAL * FRACTAL
+    if a_n > a.size or b_n > b.size or c_n > dst.size:
+        for t, need, name in ((a, a_n, "a"), (b, b_n, "b"), (dst, c_n, "dst")):
+            if need > t.size:
+                raise ShapeError(f"{what}: m={m}, n={n}, k={k} needs {need} elements of {name} "
+                                 f"({need * t.itemsize} B with padding); '{t.owner}' holds {t.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    if dev.functional:
+        _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc)
+    chip = dev.chip
+    macs = m * n * k
+    pj = chip.energy.mac_int8_pj if k0 == 32 else chip.energy.mac_fp16_pj
+    reads = [(a.buffer.name, a.offset, a.offset + a_n * a.itemsize),
+             (b.buffer.name, b.offset, b.offset + b_n * b.itemsize)]
+    c_range = ("L0C", dst.offset, dst.offset + c_n * 4)
+    if not init:
+        reads.append(c_range)
+    core.issue(_M, _WORK, _OP_MMAD, mmad_cycles(chip, m, n, k, dt),
+               name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
+               energy=pj * macs, reads=reads, writes=[c_range])
+
+
+class _Chain:
+    """mmads into one L0C tile not yet multiplied out: their operands, unpacked to ND.
+
+    Numerics are deferred so that a K loop of n mmads costs one large matmul instead of n
+    small ones (BLAS is far faster on one big product); the result is the same fp32 (int32)
+    accumulation. Anything that reads the tile (fixpipe, a LocalTensor.numpy() view) flushes
+    it first, so no one ever sees stale bytes."""
+
+    __slots__ = ("lo", "hi", "m1", "n1", "init", "a", "b")
+
+    def __init__(self, lo, hi, m1, n1, init):
+        self.lo, self.hi, self.m1, self.n1, self.init = lo, hi, m1, n1, init
+        self.a, self.b = [], []
+
+
+def _chains(buffer) -> dict:
+    chains = getattr(buffer, "_mmad_chains", None)
+    if chains is None:
+        chains = buffer._mmad_chains = {}
+        buffer.pending_flush = lambda lo=0, hi=None: flush_l0c(buffer, lo, hi)
+    return chains
+
+
+def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
+    """Multiply out every deferred mmad chain in ``buffer`` (L0C) that overlaps bytes [lo, hi)."""
+    chains = getattr(buffer, "_mmad_chains", None)
+    if not chains:
+        return
+    hi = buffer.capacity if hi is None else hi
+    for key in [k for k, c in chains.items() if c.lo < hi and lo < c.hi]:
+        c = chains.pop(key)
+        wide = np.float64 if c.a[0].dtype == np.int8 else np.float32
+        a = np.concatenate(c.a, axis=1, dtype=wide, casting="unsafe")   # one pass: join + widen
+        b = np.concatenate(c.b, axis=0, dtype=wide, casting="unsafe")
+        prod = a @ b
+        n1, m16 = c.n1, c.m1 * FRACTAL
+        view = buffer.data[c.lo:c.hi].view(np.int32 if wide is np.float64 else np.float32)
+        out = view.reshape(n1, m16, FRACTAL)
+        src = prod.reshape(m16, n1, FRACTAL).transpose(1, 0, 2)
+        if c.init:
+            np.copyto(out, src, casting="unsafe")
+        elif wide is np.float64:
+            out += src.astype(np.int32)
+        else:
+            out += src
+
+
+def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
+    """Unpack A (ZZ) and B (ZN) to ND (still in their dtype) and add them to the L0C tile's
+    chain; a new chain starts on ``init`` or when the tile's geometry changes."""
+    av = a.numpy()[:m1 * k1 * FRACTAL * k0].reshape(m1, k1, FRACTAL, k0).transpose(0, 2, 1, 3)
+    av = av.reshape(m1 * FRACTAL, k1 * k0)[:, :k]
+    bv = b.numpy()[:k1 * n1 * FRACTAL * k0].reshape(k1, n1, FRACTAL, k0).transpose(0, 3, 1, 2)
+    bv = bv.reshape(k1 * k0, n1 * FRACTAL)[:k]
+    buf = dst.buffer
+    chains = _chains(buf)
+    lo, hi = dst.offset, dst.offset + m1 * n1 * FRACTAL * FRACTAL * 4
+    chain = chains.get(lo)
+    if init or chain is None or chain.hi != hi or chain.m1 != m1:
+        if init and chain is not None and chain.hi <= hi:
+            del chains[lo]                 # wholly overwritten: never needs multiplying out
+        flush_l0c(buf, lo, hi)             # whatever else overlaps lands first
+        chain = chains[lo] = _Chain(lo, hi, m1, n1, init)
+    # keep copies: L0A/L0B are overwritten by the next load long before the chain is flushed
+    chain.a.append(av.copy() if np.may_share_memory(av, a.buffer.data) else av)
+    chain.b.append(bv.copy() if np.may_share_memory(bv, b.buffer.data) else bv)
+
+
+# -- L0C -> out ------------------------------------------------------------------------------
+def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
+            bias: LocalTensor | None = None, deq_scale: float | None = None,
+            relu: bool = False) -> None:
+    """Drain an (m, n) result from L0C (NZ, as ``mmad`` wrote it) to ``dst`` in ND (Ascend C
+    ``Fixpipe``): a GM tile with row stride ``dst_stride`` elements (default n), or a UB
+    tensor. On the way, in this order: + ``bias`` (n values in L1, fp32 or int32), x
+    ``deq_scale`` (int32 -> float dequantisation), ReLU, cast to dst's dtype (fp32 -> fp16 rounds
+    to nearest even)."""
+    what = "fixpipe"
+    _need(src, LocalTensor, ("L0C",), what + " (src)")
+    if isinstance(dst, LocalTensor):
+        _need(dst, LocalTensor, ("UB", "L1"), what + " (dst)")
+    elif not isinstance(dst, GlobalTensor):
+        raise ShapeError(f"{what}: dst must be a GlobalTensor or a LocalTensor in UB/L1, got "
+                         f"{type(dst).__name__}")
+    m, n = int(m), int(n)
+    _dims(what, m=m, n=n)
+    if src.dtype not in (np.dtype(np.float32), np.dtype(np.int32)):
+        raise ShapeError(f"{what}: L0C holds float32 or int32, got '{src.owner}' of {src.dtype}")
+    if src.dtype == np.int32 and dst.dtype.kind == "f" and deq_scale is None:
+        raise ShapeError(f"{what}: int32 results into {dst.dtype} need deq_scale= (the dequantisation "
+                         f"scale); pass deq_scale=1.0 for a plain conversion")
+    if dst.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32)):
+        raise ShapeError(f"{what}: dst must be float16, float32 or int32, got {dst.dtype}")
+    stride = n if dst_stride is None else int(dst_stride)
+    if stride < n:
+        raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
+    m1, n1 = -(-m // FRACTAL), -(-n // FRACTAL)
+    if m1 * n1 * FRACTAL * FRACTAL > src.size:
+        raise ShapeError(f"{what}: an {m} x {n} result takes {m1 * n1 * 256} elements in L0C; "
+                         f"'{src.owner}' holds {src.size}")
+    span = (m - 1) * stride + n
+    if span > dst.size:
+        raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
+                         f"of dst, which holds {dst.size}")
+    if bias is not None:
+        _need(bias, LocalTensor, ("L1",), what + " (bias)")
+        if bias.size < n or bias.dtype != src.dtype:
+            raise ShapeError(f"{what}: bias must hold {n} values of {src.dtype}, got {bias.size} of {bias.dtype}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    to_gm = isinstance(dst, GlobalTensor)
+    if dev.functional and (not to_gm or dst.root.data is not None):
+        flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL * FRACTAL * 4)
+        z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]
+        res = np.empty((m, n), dtype=src.dtype)
+        F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
+        if bias is not None:
+            res += bias.numpy()[:n]
+        if deq_scale is not None:
+            res = res.astype(np.float32) * np.float32(deq_scale)
+        if relu:
+            np.maximum(res, 0, out=res)
+        if to_gm:
+            out = _gm_view(dst, m, n, stride)
+        else:
+            out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
+                                                  strides=(stride * dst.itemsize, dst.itemsize))
+        np.copyto(out, res, casting="unsafe")
+    nbytes = m * n * dst.itemsize
+    level = "GM" if to_gm else dst.buffer.name
+    e = dev.chip.energy
+    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)]
+    if bias is not None:
+        reads.append(bias.byte_range(n))
+    wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
+        else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
+    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dev.copy_cycles(Pipe.FIX, nbytes, to_gm),
+               name=f"fixpipe {m}x{n} L0C->{level}{' relu' if relu else ''}", nbytes=nbytes,
+               energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
+               route=f"L0C->{level}", reads=reads, writes=[wr])
+    if to_gm:
+        dev.gm.write(core, i, Pipe.FIX, nbytes)
+
+
+__all__ = ["data_copy_nd2nz", "load_data", "mmad", "mmad_cycles", "macs_per_cycle", "fixpipe", "MAX_MNK"]

@@ -1,0 +1,124 @@
+"""matmul and batch_matmul on the simulated NPU's cube (the interface layer over the templates).
+
+The dispatcher here picks the tiling: a tuned one from the autotuner's cache when the shape
+has been tuned (:mod:`npulab.kernels.autotune`), else the default tiling function.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..chips import get_chip
+from ..errors import ShapeError
+from ..kernels.matmul import run_matmul
+from ..kernels.matmul_tiling import (ACC_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
+                                     make_tiling)
+
+
+def _tiling_for(shape, dtype, chip, tiling, flags) -> MatmulTiling:
+    if isinstance(tiling, MatmulTiling):
+        t = tiling
+        if (t.batch, t.m, t.n, t.k) != shape or t.np_dtype != np.dtype(dtype):
+            raise ShapeError(f"matmul: the tiling is for (batch, M, N, K) = {(t.batch, t.m, t.n, t.k)} "
+                             f"{t.dtype}, the inputs are {shape} {np.dtype(dtype)}")
+        return replace(t, **flags)
+    if isinstance(tiling, (str, tuple)):
+        return make_tiling(shape, dtype, chip, tiling, **flags)
+    if tiling is not None:
+        raise ShapeError(f"matmul: tiling must be None, a name, a 7-tuple or a MatmulTiling, got {tiling!r}")
+    from ..kernels import autotune
+    tuned = autotune.lookup(shape, dtype, chip)
+    if tuned is not None:
+        return replace(tuned, **flags)
+    return default_tiling(shape, dtype, chip, **flags)
+
+
+def _check_pair(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{what}: a is {a.dtype} and b is {b.dtype}; they must have one dtype "
+                         f"(float16, float32 or int8)")
+    if a.dtype not in SUPPORTED:
+        raise ShapeError(f"{what}: dtype {a.dtype} is not supported; expected float16, float32 or int8")
+    return a, b
+
+
+def _bias(bias, n, dtype, what):
+    if bias is None:
+        return None
+    bias = np.asarray(bias)
+    if bias.shape != (n,):
+        raise ShapeError(f"{what}: bias must have shape ({n},) (one value per output column), got {bias.shape}")
+    acc = ACC_DTYPE[np.dtype(dtype)]
+    if acc == np.int32 and bias.dtype.kind not in "iu":
+        raise ShapeError(f"{what}: an int8 matmul takes an integer bias (added in int32), got {bias.dtype}")
+    return bias.astype(acc)
+
+
+def _run(a3, b3, bias, shape, trans_a, trans_b, chip, tiling, relu, return_trace, what):
+    flags = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), has_bias=bias is not None, relu=bool(relu))
+    t = _tiling_for(shape, a3.dtype, get_chip(chip), tiling, flags)
+    c, trace = run_matmul(a3, b3, t, bias, chip=chip)
+    return c, trace
+
+
+def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip="910",
+           relu: bool = False, tiling=None, return_trace: bool = False):
+    """C = op(A) @ op(B) (+ bias) on the cube. op(X) = X.T when trans_X.
+
+    a: (M, K), or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b; one dtype of
+    float16 (-> float16 C, fp32 accumulation), float32 (-> float32) or int8 (-> int32, exact).
+    bias: (N,), added in the accumulator's precision before the cast; relu applies after it.
+    tiling: None (tuned or default), a name from ``TILINGS``, a 7-tuple or a MatmulTiling.
+    With ``return_trace`` returns (C, trace).
+    """
+    a, b = _check_pair(a, b, "matmul")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"matmul: a and b must be 2-D, got shapes {a.shape} and {b.shape} "
+                         f"(batch_matmul takes stacks)")
+    m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if ka != kb:
+        raise ShapeError(f"matmul: op(a) is {m} x {ka} and op(b) is {kb} x {n}; the inner "
+                         f"dimensions (K) must match")
+    if min(m, n, ka) == 0:
+        raise ShapeError(f"matmul: empty operand (M, N, K) = ({m}, {n}, {ka})")
+    bias = _bias(bias, n, a.dtype, "matmul")
+    c, trace = _run(a[None], b[None], bias, (1, m, n, ka), trans_a, trans_b, chip, tiling, relu,
+                    return_trace, "matmul")
+    return (c[0], trace) if return_trace else c[0]
+
+
+def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip="910",
+                 relu: bool = False, tiling=None, return_trace: bool = False):
+    """A stack of matmuls: a (..., M, K), b (..., K, N) (or transposed, as in :func:`matmul`)
+    with the same leading dimensions; b may also be 2-D (shared by every matrix of a).
+    Returns (..., M, N). The block scheduler spreads batch x M-tiles x N-tiles over the cores."""
+    a, b = _check_pair(a, b, "batch_matmul")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"batch_matmul: a and b need at least 2 dimensions, got {a.shape} and {b.shape}")
+    lead = a.shape[:-2]
+    if b.ndim == 2:
+        b = np.broadcast_to(b, lead + b.shape)
+    if b.shape[:-2] != lead:
+        raise ShapeError(f"batch_matmul: leading (batch) dimensions differ: a {a.shape[:-2]}, "
+                         f"b {b.shape[:-2]}; they must match (or b is 2-D)")
+    m, ka = (a.shape[-1], a.shape[-2]) if trans_a else a.shape[-2:]
+    kb, n = (b.shape[-1], b.shape[-2]) if trans_b else b.shape[-2:]
+    if ka != kb:
+        raise ShapeError(f"batch_matmul: op(a) is {m} x {ka} and op(b) is {kb} x {n}; the inner "
+                         f"dimensions (K) must match")
+    batch = int(np.prod(lead)) if lead else 1
+    if min(batch, m, n, ka) == 0:
+        raise ShapeError(f"batch_matmul: empty operand (batch, M, N, K) = ({batch}, {m}, {n}, {ka})")
+    bias = _bias(bias, n, a.dtype, "batch_matmul")
+    a3 = np.ascontiguousarray(a).reshape((batch,) + a.shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape((batch,) + b.shape[-2:])
+    c, trace = _run(a3, b3, bias, (batch, m, n, ka), trans_a, trans_b, chip, tiling, relu,
+                    return_trace, "batch_matmul")
+    c = c.reshape(lead + (m, n))
+    return (c, trace) if return_trace else c
+
+
+__all__ = ["matmul", "batch_matmul"]

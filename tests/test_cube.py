@@ -1,0 +1,255 @@
+"""Cube instructions: data_copy_nd2nz, load_data, mmad, fixpipe, their costs, errors and races."""
+import numpy as np
+import pytest
+
+import npulab.formats as F
+from npulab import AlignmentError, RaceError, ShapeError, get_chip
+from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, Pipe, Queue,
+                         TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, set_flag,
+                         wait_flag)
+from npulab.lang.cube import mmad_cycles
+from npulab.sim.isa import Op
+from npulab.sim.isa import Pipe as HwPipe
+
+
+def one_tile(a_gm, b_gm, c_gm, m, n, k, dt, acc, ksplit=1):
+    """GM -> L1 (NZ) -> L0A/L0B -> mmad (K split in ``ksplit`` accumulating steps) -> fixpipe."""
+    pipe = Pipe()
+    qa1, qb1, qa2, qb2, qc = Queue(A1, "a1"), Queue(B1, "b1"), Queue(A2, "a2"), Queue(B2, "b2"), Queue(CO1, "c")
+    item = np.dtype(dt).itemsize
+    pipe.init_buffer(qa1, 1, F.round_up(m, 16) * F.round_up(k, 32) * item)
+    pipe.init_buffer(qb1, 1, F.round_up(k, 16) * F.round_up(n, 32) * item)
+    pipe.init_buffer(qa2, 2, F.round_up(m, 16) * F.round_up(k, 32) * item)
+    pipe.init_buffer(qb2, 2, F.round_up(k, 32) * F.round_up(n, 16) * item)
+    pipe.init_buffer(qc, 1, F.round_up(m, 16) * F.round_up(n, 16) * 4)
+    a1 = qa1.alloc_tensor(dt)
+    data_copy_nd2nz(a1, a_gm, m, k)
+    qa1.enque(a1)
+    b1 = qb1.alloc_tensor(dt)
+    data_copy_nd2nz(b1, b_gm, k, n)
+    qb1.enque(b1)
+    a1, b1 = qa1.deque(), qb1.deque()
+    c = qc.alloc_tensor(acc)
+    step = k // ksplit
+    for s in range(ksplit):
+        a2 = qa2.alloc_tensor(dt)
+        load_data(a2, a1, m, step, src_rows=F.round_up(m, 16), col_off=s * step)
+        qa2.enque(a2)
+        b2 = qb2.alloc_tensor(dt)
+        load_data(b2, b1, step, n, src_rows=F.round_up(k, 16), row_off=s * step)
+        qb2.enque(b2)
+        a2, b2 = qa2.deque(), qb2.deque()
+        mmad(c, a2, b2, m, n, step, init=(s == 0))
+        qa2.free_tensor(a2)
+        qb2.free_tensor(b2)
+    qa1.free_tensor(a1)
+    qb1.free_tensor(b1)
+    qc.enque(c)
+    c = qc.deque()
+    fixpipe(c_gm, c, m, n)
+    qc.free_tensor(c)
+
+
+@pytest.mark.parametrize("dt,acc,out", [(np.float16, np.float32, np.float16),
+                                        (np.int8, np.int32, np.int32),
+                                        (np.float32, np.float32, np.float32)])
+@pytest.mark.parametrize("ksplit", [1, 2])
+def test_one_tile_matches_numpy(dt, acc, out, ksplit):
+    m, n, k = 20, 24, 64
+    rng = np.random.default_rng(1)
+    a = rng.integers(-8, 8, (m, k)).astype(dt)
+    b = rng.integers(-8, 8, (k, n)).astype(dt)
+    res = launch(one_tile, 1, a, b, np.zeros((m, n), out), m, n, k, dt, acc, ksplit, chip="teach")
+    got = res.outputs[2].reshape(m, n)
+    np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(out))
+    tr = res.trace
+    ops = {Op(int(o)) for o in tr.op}
+    assert {Op.COPY_GM_TO_L1, Op.COPY_L1_TO_L0A, Op.COPY_L1_TO_L0B, Op.MMAD, Op.FIXPIPE} <= ops
+    # each instruction sits on its pipe
+    for op, pipe in ((Op.COPY_GM_TO_L1, HwPipe.MTE2), (Op.COPY_L1_TO_L0A, HwPipe.MTE1),
+                     (Op.MMAD, HwPipe.M), (Op.FIXPIPE, HwPipe.FIX)):
+        assert set(tr.pipe[tr.op == op].tolist()) == {int(pipe)}
+    assert int(tr.flops[tr.op == Op.MMAD].sum()) == 2 * m * n * k
+
+
+def test_mmad_cycles_count_fractals():
+    chip = get_chip("910")
+    s = chip.cube.startup_cycles
+    assert mmad_cycles(chip, 16, 16, 16, np.float16) == s + 1
+    assert mmad_cycles(chip, 32, 48, 64, np.float16) == s + 2 * 3 * 4
+    assert mmad_cycles(chip, 17, 16, 16, np.float16) == s + 2          # tails round up
+    assert mmad_cycles(chip, 32, 48, 64, np.int8) == s + 2 * 3 * 2      # K0 = 32 for int8
+    assert mmad_cycles(chip, 16, 16, 16, np.float32) == s + 2           # two 16x16x8 steps, 2048 MAC/cycle
+
+
+def test_mmad_duration_in_trace():
+    m, n, k = 32, 48, 64
+    res = launch(one_tile, 1, np.ones((m, k), np.float16), np.ones((k, n), np.float16),
+                 np.zeros((m, n), np.float16), m, n, k, np.float16, np.float32, chip="teach")
+    tr = res.trace
+    sel = tr.op == Op.MMAD
+    assert (tr.end - tr.start)[sel].tolist() == [mmad_cycles(tr.chip, m, n, k, np.float16)]
+
+
+def test_accumulate_flag():
+    """init=True overwrites L0C; init=False adds to it."""
+    def kernel(a_gm, b_gm, c_gm, init_second):
+        pipe = Pipe()
+        l1, l0a, l0b = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
+        qc = Queue(CO1, "c")
+        pipe.init_buffer(l1, 2 * 256 * 2)
+        pipe.init_buffer(l0a, 512)
+        pipe.init_buffer(l0b, 512)
+        pipe.init_buffer(qc, 1, 1024)
+        a1, b1 = l1.get(np.float16)[:256], l1.get(np.float16)[256:]
+        data_copy_nd2nz(a1, a_gm, 16, 16)
+        data_copy_nd2nz(b1, b_gm, 16, 16)
+        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        load_data(l0a.get(np.float16), a1, 16, 16, src_rows=16)
+        load_data(l0b.get(np.float16), b1, 16, 16, src_rows=16)
+        set_flag(PIPE_MTE1, PIPE_M, 0)
+        wait_flag(PIPE_MTE1, PIPE_M, 0)
+        c = qc.alloc_tensor(np.float32)
+        mmad(c, l0a.get(np.float16), l0b.get(np.float16), 16, 16, 16, init=True)
+        mmad(c, l0a.get(np.float16), l0b.get(np.float16), 16, 16, 16, init=init_second)
+        seen = c.numpy().copy()         # a view of L0C inside the kernel sees the result
+        qc.enque(c)
+        c = qc.deque()
+        fixpipe(c_gm, c, 16, 16)
+        qc.free_tensor(c)
+        kernel.seen = seen
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(-4, 4, (16, 16)).astype(np.float16)
+    b = rng.integers(-4, 4, (16, 16)).astype(np.float16)
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    for init_second, want in ((True, ref), (False, 2 * ref)):
+        out = launch(kernel, 1, a, b, np.zeros((16, 16), np.float32), init_second, chip="teach").outputs[2]
+        np.testing.assert_array_equal(out.reshape(16, 16), want)
+        np.testing.assert_array_equal(F.nz_to_nd(kernel.seen.reshape(1, 1, 16, 16), 16, 16), want)
+
+
+def _l0_kernel(a_gm, b_gm, c_gm, what):
+    pipe = Pipe()
+    l1, l0a, l0b, l0c = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b"), TBuf(CO1, "l0c")
+    pipe.init_buffer(l1, 1024)
+    pipe.init_buffer(l0a, 1024)
+    pipe.init_buffer(l0b, 1024)
+    pipe.init_buffer(l0c, 4096)
+    a1 = l1.get(np.float16)[:256]
+    data_copy_nd2nz(a1, a_gm, 16, 16)
+    if what == "race":                  # no flag between MTE2 writing L1 and MTE1 reading it
+        load_data(l0a.get(np.float16), a1, 16, 16, src_rows=16)
+        return
+    set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+    wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+    load_data(l0a.get(np.float16), a1, 16, 16, src_rows=16)
+    load_data(l0b.get(np.float16), a1, 16, 16, src_rows=16)
+    set_flag(PIPE_MTE1, PIPE_M, 0)
+    wait_flag(PIPE_MTE1, PIPE_M, 0)
+    if what == "big":
+        mmad(l0c.get(np.float32), l0a.get(np.float16), l0b.get(np.float16), 4096, 16, 16)
+    elif what == "misaligned":
+        mmad(l0c.get(np.float32)[16:], l0a.get(np.float16), l0b.get(np.float16), 16, 16, 16)
+    elif what == "dtype":
+        mmad(l0c.get(np.int32), l0a.get(np.float16), l0b.get(np.float16), 16, 16, 16)
+    elif what == "overflow":
+        mmad(l0c.get(np.float32), l0a.get(np.float16), l0b.get(np.float16), 16, 16, 64)
+    elif what == "ub":
+        load_data(l1.get(np.float16), a1, 16, 16, src_rows=16)
+    elif what == "deq":
+        mmad(l0c.get(np.float32), l0a.get(np.float16), l0b.get(np.float16), 16, 16, 16)
+        set_flag(PIPE_M, PIPE_FIX, 0)
+        wait_flag(PIPE_M, PIPE_FIX, 0)
+        fixpipe(c_gm, l0c.get(np.float32), 16, 16, dst_stride=8)
+
+
+@pytest.mark.parametrize("what,err,match", [
+    ("big", ShapeError, "4095"),
+    ("misaligned", AlignmentError, "1024-byte aligned"),
+    ("dtype", ShapeError, "accumulates in float32"),
+    ("overflow", ShapeError, "needs 1024 elements of a"),
+    ("ub", ShapeError, "expected a tensor in L0A or L0B"),
+    ("deq", ShapeError, "dst_stride=8 is smaller than n=16"),
+    ("race", RaceError, "race on core 0 in L1"),
+])
+def test_errors_teach(what, err, match):
+    a = np.ones((16, 16), np.float16)
+    with pytest.raises(err, match=match):
+        launch(_l0_kernel, 1, a, a, np.zeros((16, 16), np.float16), what, chip="teach")
+
+
+def test_fixpipe_bias_dequant_relu():
+    def kernel(a_gm, b_gm, c_gm, bias_gm):
+        pipe = Pipe()
+        l1, l0a, l0b, l0c = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b"), TBuf(CO1, "l0c")
+        pipe.init_buffer(l1, 4096)
+        pipe.init_buffer(l0a, 1024)
+        pipe.init_buffer(l0b, 1024)
+        pipe.init_buffer(l0c, 1024)
+        a1, b1 = l1.get(np.int8)[:512], l1.get(np.int8)[512:1536]   # B pads 16 -> 32 columns
+        bias = l1.get(np.int32)[384:400]
+        from npulab.lang import data_copy
+        data_copy_nd2nz(a1, a_gm, 16, 32)
+        data_copy_nd2nz(b1, b_gm, 32, 16)
+        data_copy(bias, bias_gm, 16)
+        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        set_flag(PIPE_MTE2, PIPE_FIX, 0)
+        load_data(l0a.get(np.int8), a1, 16, 32, src_rows=16)
+        load_data(l0b.get(np.int8), b1, 32, 16, src_rows=32)
+        set_flag(PIPE_MTE1, PIPE_M, 0)
+        wait_flag(PIPE_MTE1, PIPE_M, 0)
+        mmad(l0c.get(np.int32), l0a.get(np.int8), l0b.get(np.int8), 16, 16, 32)
+        set_flag(PIPE_M, PIPE_FIX, 0)
+        wait_flag(PIPE_M, PIPE_FIX, 0)
+        wait_flag(PIPE_MTE2, PIPE_FIX, 0)
+        fixpipe(c_gm, l0c.get(np.int32), 16, 16, bias=bias, deq_scale=0.25, relu=True)
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (16, 32)).astype(np.int8)
+    b = rng.integers(-128, 128, (32, 16)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, 16).astype(np.int32)
+    out = launch(kernel, 1, a, b, np.zeros((16, 16), np.float16), bias, chip="teach").outputs[2]
+    acc = a.astype(np.int32) @ b.astype(np.int32) + bias
+    want = np.maximum(acc.astype(np.float32) * np.float32(0.25), 0).astype(np.float16)
+    np.testing.assert_array_equal(out.reshape(16, 16), want)
+
+
+def test_int32_to_float_needs_a_scale():
+    def kernel(c_gm):
+        pipe = Pipe()
+        l0c = TBuf(CO1, "l0c")
+        pipe.init_buffer(l0c, 1024)
+        fixpipe(c_gm, l0c.get(np.int32), 16, 16)
+    with pytest.raises(ShapeError, match="deq_scale"):
+        launch(kernel, 1, np.zeros((16, 16), np.float16), chip="teach")
+
+
+def _shared_reads(a_gm, same):
+    """Every block copies one 64 x 64 fp16 tile from GM to L1: the same one, or its own."""
+    from npulab.lang import get_block_idx
+    pipe = Pipe()
+    q = Queue(A1, "a1")
+    pipe.init_buffer(q, 1, 64 * 64 * 2)
+    t = q.alloc_tensor(np.float16)
+    off = 0 if same else get_block_idx() * 64 * 64
+    data_copy_nd2nz(t, a_gm[off:], 64, 64)
+    q.enque(t)
+    q.free_tensor(q.deque())
+
+
+def test_l2_serves_tiles_that_cores_share():
+    """Cores reading the same GM tile share its HBM fetch (L2 hits); distinct tiles do not."""
+    a = np.zeros(32 * 64 * 64, np.float16)
+    cyc = {}
+    for same in (True, False):
+        tr = launch(_shared_reads, 32, a, same, chip="910", mode="timing").trace
+        cyc[same] = int((tr.end - tr.start)[tr.op == Op.COPY_GM_TO_L1].max())
+    chip = get_chip("910")
+    alone = chip.pipes.mte2_startup_cycles + -(-64 * 64 * 2 // chip.gm_share_bytes_per_cycle(32))
+    assert cyc[False] == alone                  # unique reads cost what copy_cycles charges
+    # shared: each read carries 1/32 of the HBM bytes, so only the MTE2 rate (from L2) bounds it
+    assert cyc[True] == chip.pipes.mte2_startup_cycles + -(-64 * 64 * 2 // chip.pipes.mte2_bytes_per_cycle)
+    assert cyc[True] < cyc[False]

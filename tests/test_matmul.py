@@ -1,0 +1,211 @@
+"""matmul / batch_matmul against numpy, the templates' tilings, swizzle and cycle figures."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from npulab import BufferOverflowError, ShapeError, get_chip
+from npulab.kernels import autotune
+from npulab.kernels.matmul import BlockScheduler, run_matmul, simulate
+from npulab.kernels.matmul_tiling import (TILINGS, can_implement, default_tiling, make_tiling,
+                                          problems)
+from npulab.ops.matmul import batch_matmul, matmul
+
+# tolerances against numpy with fp32 accumulation (float64 for the reference):
+# fp16 output: one rounding of the fp32 sum to fp16 (half an ulp of fp16, 2^-11 relative) plus
+# summation-order differences in fp32; fp32: summation order only; int8: exact.
+TOL = {np.float16: dict(rtol=2e-3, atol=2e-3), np.float32: dict(rtol=1e-5, atol=1e-4)}
+PRIMES = [1, 2, 3, 5, 7, 13, 17, 31, 37, 67, 131]
+dim = st.one_of(st.sampled_from(PRIMES), st.integers(1, 90))
+
+
+def _operands(m, n, k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == np.int8:
+        return (rng.integers(-128, 128, (m, k)).astype(np.int8),
+                rng.integers(-128, 128, (k, n)).astype(np.int8))
+    return (rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype))
+
+
+def _reference(a, b, bias=None, relu=False):
+    if a.dtype == np.int8:
+        out = a.astype(np.int32) @ b.astype(np.int32)
+        if bias is not None:
+            out = out + bias.astype(np.int32)
+        return np.maximum(out, 0) if relu else out
+    out = a.astype(np.float32).astype(np.float64) @ b.astype(np.float32).astype(np.float64)
+    if bias is not None:
+        out = out + bias
+    return np.maximum(out, 0) if relu else out
+
+
+def _check(c, ref, dtype):
+    if dtype == np.int8:
+        assert c.dtype == np.int32
+        np.testing.assert_array_equal(c, ref)         # bit-exact
+    else:
+        assert c.dtype == dtype
+        np.testing.assert_allclose(c.astype(np.float64), ref, **TOL[dtype])
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=dim, n=dim, k=dim, dtype=st.sampled_from([np.float16, np.float32, np.int8]),
+       trans_a=st.booleans(), trans_b=st.booleans(), seed=st.integers(0, 2**16))
+def test_matmul_matches_numpy(m, n, k, dtype, trans_a, trans_b, seed):
+    a, b = _operands(m, n, k, dtype, seed)
+    c = matmul(a.T.copy() if trans_a else a, b.T.copy() if trans_b else b,
+               trans_a=trans_a, trans_b=trans_b)
+    assert c.shape == (m, n)
+    _check(c, _reference(a, b), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8])
+def test_one_by_one_by_one(dtype):
+    a, b = _operands(1, 1, 1, dtype, 0)
+    _check(matmul(a, b), _reference(a, b), dtype)
+
+
+@pytest.mark.parametrize("name", ["seed", "naive", "catlass"])
+@pytest.mark.parametrize("dtype", [np.float16, np.int8])
+def test_named_tilings_compute_the_same(name, dtype):
+    m, n, k = 67, 131, 97                         # primes: every tile dimension has a tail
+    a, b = _operands(m, n, k, dtype, 1)
+    _check(matmul(a, b, tiling=name), _reference(a, b), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8])
+def test_bias_and_relu(dtype):
+    m, n, k = 37, 70, 45
+    a, b = _operands(m, n, k, dtype, 2)
+    rng = np.random.default_rng(3)
+    bias = rng.integers(-3000, 3000, n) if dtype == np.int8 else rng.standard_normal(n).astype(np.float32)
+    c = matmul(a, b, bias=bias, relu=True, chip="teach")
+    _check(c, _reference(a, b, bias, relu=True), dtype)
+    assert (c >= 0).all()
+
+
+@settings(max_examples=10, deadline=None)
+@given(batch=st.integers(1, 5), m=dim, n=dim, k=dim, dtype=st.sampled_from([np.float16, np.int8]),
+       seed=st.integers(0, 100))
+def test_batch_matmul_matches_numpy(batch, m, n, k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    pairs = [_operands(m, n, k, dtype, seed + i) for i in range(batch)]
+    a = np.stack([p[0] for p in pairs]).reshape(1, batch, m, k)
+    b = np.stack([p[1] for p in pairs]).reshape(1, batch, k, n)
+    c = batch_matmul(a, b)
+    assert c.shape == (1, batch, m, n)
+    for i, (x, y) in enumerate(pairs):
+        _check(c[0, i], _reference(x, y), dtype)
+    assert rng is not None
+
+
+def test_batch_matmul_shared_b_and_transposes():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 20, 33)).astype(np.float16)       # (batch, K, M), trans_a
+    b = rng.standard_normal((40, 20)).astype(np.float16)          # (N, K), shared, trans_b
+    c = batch_matmul(a, b, trans_a=True, trans_b=True)
+    for i in range(3):
+        _check(c[i], _reference(a[i].T, b.T), np.float16)
+
+
+def test_attention_shapes():
+    """The seeds' attention scores: [32,16,128,64] x [32,16,64,128], once functionally."""
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((32, 16, 128, 64)).astype(np.float16)
+    kt = rng.standard_normal((32, 16, 64, 128)).astype(np.float16)
+    c, trace = batch_matmul(q, kt, return_trace=True)
+    assert c.shape == (32, 16, 128, 128)
+    ref = q.astype(np.float32) @ kt.astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+    lb = autotune.lower_bound_cycles((512, 128, 128, 64), np.float16, "910")
+    assert lb <= trace.cycles
+    assert trace.summary()["cube_flops"] == 2 * 512 * 128 * 128 * 64
+
+
+def test_seed_tiling_by_name():
+    assert TILINGS["seed"][:4] == (128, 64, 32, 32)
+    t = make_tiling((4096, 4096, 4096), np.float16, "910", "seed")
+    assert (t.tile_m, t.tile_n, t.tile_k, t.tile_k0) == (128, 64, 32, 32)
+    naive = make_tiling((4096, 4096, 4096), np.float16, "910", "naive")
+    assert (naive.tile_m, naive.tile_n, naive.tile_k, naive.tile_k0) == (16, 16, 16, 16)
+    assert (naive.l1_buffers, naive.l0_buffers, naive.l0c_buffers) == (1, 1, 1)
+
+
+def test_can_implement_names_buffer_demand_and_capacity():
+    t = make_tiling((4096, 4096, 4096), np.float16, "910", (256, 256, 1024, 128, 2, 2, 2))
+    with pytest.raises(BufferOverflowError) as info:
+        can_implement(t, "910")
+    msg = str(info.value)
+    for part in ("L0A needs 128 KiB", "holds 64 KiB", "L0C needs 512 KiB", "holds 256 KiB",
+                 "L1 needs 2 MiB", "holds 1 MiB", "Fix:"):
+        assert part in msg
+    with pytest.raises(ShapeError, match="tile_m=24 must be a multiple of 16"):
+        can_implement(replace(t, tile_m=24), "910")
+    with pytest.raises(BufferOverflowError, match="L0B"):
+        matmul(np.ones((300, 300), np.float16), np.ones((300, 300), np.float16),
+               tiling=(64, 256, 256, 128, 2, 2, 2))
+
+
+@pytest.mark.parametrize("chip", ["teach", "310", "910", "910b"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8])
+def test_default_tiling_fits_every_chip(chip, dtype):
+    for shape in ((1, 1, 1), (4096, 4096, 4096), (512, 128, 128, 64), (3, 5000, 7)):
+        t = default_tiling(shape, dtype, chip)
+        assert problems(t, chip) == []
+        assert 1 <= t.block_dim <= get_chip(chip).ai_cores
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 3), ml=st.integers(1, 12), nl=st.integers(1, 12),
+       offset=st.sampled_from([1, 2, 3, 4, 8]), direction=st.sampled_from([0, 1]))
+def test_swizzle_visits_every_block_tile_once(batch, ml, nl, offset, direction):
+    t = make_tiling((batch, ml * 16, nl * 16, 16), np.float16, "910", (16, 16, 16, 16, 2, 2, 2),
+                    swizzle_offset=offset, swizzle_direction=direction)
+    sched = BlockScheduler(t)
+    coords = [sched.block_coord(i) for i in range(sched.core_loops())]
+    assert sorted(coords) == [(b, m, n) for b in range(batch) for m in range(ml) for n in range(nl)]
+
+
+def test_utilization_never_above_one_and_swizzle_helps():
+    shape = (1, 2048, 2048, 1024)
+    lb = autotune.lower_bound_cycles(shape, np.float16, "910")
+    base = default_tiling(shape, np.float16, "910")
+    cycles = {}
+    for off, d in ((1, 0), (base.swizzle_offset, base.swizzle_direction)):
+        cycles[(off, d)] = simulate(replace(base, swizzle_offset=off, swizzle_direction=d)).cycles
+    for c in cycles.values():
+        assert lb <= c
+    # row-major order makes a wave read 16 distinct B column tiles; the swizzle shares them
+    assert cycles[(base.swizzle_offset, base.swizzle_direction)] <= cycles[(1, 0)]
+
+
+def test_naive_is_much_slower_than_default():
+    shape = (1, 256, 256, 256)
+    naive = simulate(make_tiling(shape, np.float16, "910", "naive")).cycles
+    best = simulate(default_tiling(shape, np.float16, "910")).cycles
+    assert naive >= 3 * best
+
+
+def test_timing_and_functional_agree_on_cycles():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((1, 100, 70)).astype(np.float16)
+    b = rng.standard_normal((1, 70, 90)).astype(np.float16)
+    t = default_tiling((1, 100, 90, 70), np.float16, "teach")
+    _, tr_f = run_matmul(a, b, t, chip="teach")
+    assert simulate(t, "teach").cycles == tr_f.cycles
+
+
+def test_bad_inputs():
+    a16 = np.ones((4, 5), np.float16)
+    with pytest.raises(ShapeError, match="inner dimensions"):
+        matmul(a16, np.ones((4, 5), np.float16))
+    with pytest.raises(ShapeError, match="one dtype"):
+        matmul(a16, np.ones((5, 4), np.float32))
+    with pytest.raises(ShapeError, match="not supported"):
+        matmul(np.ones((4, 5)), np.ones((5, 4)))
+    with pytest.raises(ShapeError, match="bias must have shape"):
+        matmul(a16, np.ones((5, 4), np.float16), bias=np.ones(5))
+    with pytest.raises(ShapeError, match="leading"):
+        batch_matmul(np.ones((2, 4, 5), np.float16), np.ones((3, 5, 4), np.float16))
