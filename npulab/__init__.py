@@ -6,10 +6,11 @@ operators: tiling + kernel) -> ``ops`` (the public functional API) -> ``cli``.
 """
 from .chips import ChipSpec, chip_names, chips, get_chip, load_chip
 from .errors import (AlignmentError, BufferOverflowError, ChipFileError, DeadlockError,
-                     InstructionBudgetError, NpuError, RaceError, ShapeError, SyncError)
+                     InstructionBudgetError, NpuError, RaceError, ShapeError, SyncError,
+                     UnsupportedOpError)
 
 __version__ = "0.1.0"
 
 __all__ = ["ChipSpec", "chip_names", "chips", "get_chip", "load_chip", "AlignmentError",
            "BufferOverflowError", "ChipFileError", "DeadlockError", "InstructionBudgetError",
-           "NpuError", "RaceError", "ShapeError", "SyncError", "__version__"]
+           "NpuError", "RaceError", "ShapeError", "SyncError", "UnsupportedOpError", "__version__"]

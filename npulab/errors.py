@@ -49,3 +49,7 @@ class RaceError(NpuError, RuntimeError):
 
 class InstructionBudgetError(NpuError, RuntimeError):
     """A kernel issued more instructions than the launch allows (a runaway loop)."""
+
+
+class UnsupportedOpError(NpuError, NotImplementedError):
+    """No kernel is registered for an op type (message begins ``Op type not supported:``)."""

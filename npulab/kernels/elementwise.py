@@ -126,19 +126,31 @@ def add_kernel(x, y, z, tiling: AddTiling) -> None:
     KernelAdd(x, y, z, tiling).process()
 
 
-def run_add(x: np.ndarray, y: np.ndarray, chip="910", buffer_num: int = 2, mode: str = "functional",
-            tile: int | None = None):
-    """Host side: check inputs, tile, launch. Returns (z, trace)."""
-    x, y = np.asarray(x), np.asarray(y)
-    if x.shape != y.shape:
-        raise ShapeError(f"add: x has shape {x.shape} and y has {y.shape}; they must match")
-    if x.dtype != y.dtype or x.dtype not in SUPPORTED:
-        raise ShapeError(f"add: x is {x.dtype} and y is {y.dtype}; both must be float16 or both float32")
+def check_add(x_shape, x_dtype, y_shape, y_dtype) -> None:
+    """Host-side input checks of Add (same shape, both float16 or both float32)."""
+    if tuple(x_shape) != tuple(y_shape):
+        raise ShapeError(f"add: x has shape {tuple(x_shape)} and y has {tuple(y_shape)}; they must match")
+    if np.dtype(x_dtype) != np.dtype(y_dtype) or np.dtype(x_dtype) not in SUPPORTED:
+        raise ShapeError(f"add: x is {np.dtype(x_dtype)} and y is {np.dtype(y_dtype)}; both must be "
+                         f"float16 or both float32")
+
+
+def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip="910", mode: str = "functional"):
+    """Launch the kernel with a tiling the host already made. Returns (z, trace)."""
     if x.size == 0:
         return x.copy(), None
-    tiling = add_tiling(x.size, x.dtype, chip, buffer_num, tile)
     z = np.zeros_like(x)
     (_, _, zout, _), trace = lang.launch(add_kernel, tiling.block_dim, x.reshape(-1), y.reshape(-1),
                                          z.reshape(-1), tiling, chip=chip, mode=mode)
     out = zout.reshape(x.shape) if zout is not None else None
     return out, trace
+
+
+def run_add(x: np.ndarray, y: np.ndarray, chip="910", buffer_num: int = 2, mode: str = "functional",
+            tile: int | None = None):
+    """Host side end to end: check inputs, tile, launch. Returns (z, trace)."""
+    x, y = np.asarray(x), np.asarray(y)
+    check_add(x.shape, x.dtype, y.shape, y.dtype)
+    if x.size == 0:
+        return x.copy(), None
+    return launch_add(x, y, add_tiling(x.size, x.dtype, chip, buffer_num, tile), chip, mode)

@@ -14,6 +14,7 @@ from ..errors import ShapeError
 from ..kernels.matmul import run_matmul
 from ..kernels.matmul_tiling import (ACC_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
                                      make_tiling)
+from .registry import dispatch, register
 
 
 def _tiling_for(shape, dtype, chip, tiling, flags) -> MatmulTiling:
@@ -56,11 +57,32 @@ def _bias(bias, n, dtype, what):
     return bias.astype(acc)
 
 
-def _run(a3, b3, bias, shape, trans_a, trans_b, chip, tiling, relu, return_trace, what):
-    flags = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), has_bias=bias is not None, relu=bool(relu))
-    t = _tiling_for(shape, a3.dtype, get_chip(chip), tiling, flags)
-    c, trace = run_matmul(a3, b3, t, bias, chip=chip)
-    return c, trace
+def _problem(specs, trans_a: bool, trans_b: bool) -> tuple:
+    """(batch, M, N, K) of (batch, M, K) x (batch, K, N) operand specs (or transposed)."""
+    (a_shape, _), (b_shape, _) = specs[:2]
+    m, k = (a_shape[2], a_shape[1]) if trans_a else a_shape[1:]
+    n = b_shape[1] if trans_b else b_shape[2]
+    return (a_shape[0], m, n, k)
+
+
+def _bmm_tiling(specs, chip, trans_a=False, trans_b=False, relu=False, tiling=None):
+    flags = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), has_bias=len(specs) == 3, relu=bool(relu))
+    return _tiling_for(_problem(specs, trans_a, trans_b), specs[0].dtype, chip, tiling, flags)
+
+
+def _bmm_run(arrays, t, chip, mode, **attrs):
+    bias = arrays[2] if len(arrays) == 3 else None
+    return run_matmul(arrays[0], arrays[1], t, bias, chip=chip, mode=mode)
+
+
+register("BatchMatMul", "matmul", _bmm_tiling, _bmm_run,
+         "C = op(A) @ op(B) (+ bias) (ReLU) over a batch, on the cube; fp16/fp32/int8")
+
+
+def _run(a3, b3, bias, trans_a, trans_b, chip, tiling, relu):
+    arrays = (a3, b3) if bias is None else (a3, b3, bias)
+    return dispatch("BatchMatMul", *arrays, chip=chip, trans_a=bool(trans_a), trans_b=bool(trans_b),
+                    relu=bool(relu), tiling=tiling)
 
 
 def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip="910",
@@ -85,8 +107,7 @@ def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chi
     if min(m, n, ka) == 0:
         raise ShapeError(f"matmul: empty operand (M, N, K) = ({m}, {n}, {ka})")
     bias = _bias(bias, n, a.dtype, "matmul")
-    c, trace = _run(a[None], b[None], bias, (1, m, n, ka), trans_a, trans_b, chip, tiling, relu,
-                    return_trace, "matmul")
+    c, trace = _run(a[None], b[None], bias, trans_a, trans_b, chip, tiling, relu)
     return (c[0], trace) if return_trace else c[0]
 
 
@@ -115,8 +136,7 @@ def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = Fals
     bias = _bias(bias, n, a.dtype, "batch_matmul")
     a3 = np.ascontiguousarray(a).reshape((batch,) + a.shape[-2:])
     b3 = np.ascontiguousarray(b).reshape((batch,) + b.shape[-2:])
-    c, trace = _run(a3, b3, bias, (batch, m, n, ka), trans_a, trans_b, chip, tiling, relu,
-                    return_trace, "batch_matmul")
+    c, trace = _run(a3, b3, bias, trans_a, trans_b, chip, tiling, relu)
     c = c.reshape(lead + (m, n))
     return (c, trace) if return_trace else c
 
