@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh "dev"
-exec .venv/bin/jupyter lab --notebook-dir=labs "$@"
+# JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+root_flag=()
+[ "$(id -u)" -eq 0 ] && root_flag=(--allow-root)
+exec .venv/bin/jupyter lab --notebook-dir=labs "${root_flag[@]}" "$@"

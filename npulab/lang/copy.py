@@ -7,7 +7,6 @@ any element count, padding the on-chip side to the next block.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from ..errors import AlignmentError, ShapeError
 from ..sim.isa import Kind, Op, Pipe

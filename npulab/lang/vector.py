@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
-from .tensor import LocalTensor, as_dtype
+from .tensor import LocalTensor
 
 _UB = "UB"
 
@@ -193,3 +193,151 @@ def _reduce(what, fn):
 
 reduce_sum = _reduce("reduce_sum", np.sum)
 reduce_max = _reduce("reduce_max", np.max)
+
+
+# -- 2-D forms: rows of a tile at once (repeat strides) --------------------------------------
+# A tile of ``rows`` rows, row r starting at element r * stride, cols elements each. When a row
+# starts on a 32-byte block (stride * itemsize a multiple of 32) the hardware sweeps every row
+# in one instruction per column chunk of one repeat width, using a repeat stride of one row
+# (Ascend C's BinaryRepeatParams / WholeReduceSum): ceil(cols / per_repeat) instructions of
+# ``rows`` repeats each (split at 255). Otherwise a kernel must loop over the rows: one
+# instruction per row. Either way the repeats are counted one by one.
+def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int, stride: int,
+                itemsize: int, cycles_per_repeat: int = 1, flops_per_elem: int = 1,
+                extra_cycles: int = 0, dst_rows: bool = True) -> None:
+    ctx = current()
+    chip = ctx.device.chip
+    vec = chip.vector
+    per_repeat = vec.repeat_bytes // itemsize
+    chunks = -(-cols // per_repeat)
+    rep = builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle) * cycles_per_repeat
+    span = (rows - 1) * stride + cols
+
+    def one(repeats, n):
+        nbytes = n * itemsize
+        reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, span) * s.itemsize) for s in srcs]
+        hi = dst.offset + (span if dst_rows else rows) * dst.itemsize
+        ctx.core.issue(Pipe.V, Kind.WORK, op, vec.startup_cycles + extra_cycles + repeats * rep,
+                       name=f"{what} {rows}x{cols}", nbytes=nbytes, flops=n * flops_per_elem,
+                       energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
+                       reads=reads, writes=[(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))])
+
+    if (stride * itemsize) % 32 == 0:
+        for c in range(chunks):
+            w = builtins.min(per_repeat, cols - c * per_repeat)
+            for r0 in range(0, rows, vec.max_repeat):
+                rr = builtins.min(vec.max_repeat, rows - r0)
+                one(rr, rr * w)
+    else:
+        for _ in range(rows):
+            for r0 in range(0, chunks, vec.max_repeat):
+                rr = builtins.min(vec.max_repeat, chunks - r0)
+                one(rr, builtins.min(cols - r0 * per_repeat, rr * per_repeat))
+
+
+def _check_rows(what, tensors, rows, cols, stride):
+    rows, cols = int(rows), int(cols)
+    stride = cols if stride is None else int(stride)
+    if rows <= 0 or cols <= 0:
+        raise ShapeError(f"{what}: rows and cols must be positive, got rows={rows}, cols={cols}")
+    if stride < cols:
+        raise ShapeError(f"{what}: stride {stride} is shorter than a row ({cols} elements)")
+    _check(what, tensors, (rows - 1) * stride + cols)
+    return rows, cols, stride
+
+
+def _view(t: LocalTensor, rows, cols, stride):
+    """rows x cols numpy view of a strided tile."""
+    a = t.numpy()
+    return np.lib.stride_tricks.as_strided(a, (rows, cols), (stride * a.itemsize, a.itemsize))
+
+
+def _reduce_rows(what, fn, ascend):
+    def op(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, stride: int | None = None) -> None:
+        rows, cols, stride = _check_rows(what, [("src", src)], rows, cols, stride)
+        _check(what, [("dst", dst)], rows)
+        if dst.dtype != src.dtype:
+            raise ShapeError(f"{what}: dst is {dst.dtype} and src is {src.dtype}; they must match")
+        if _functional():
+            x = _view(src, rows, cols, stride)
+            acc = x.astype(np.float32) if x.dtype == np.float16 else x
+            dst.numpy()[:rows] = fn(acc, axis=1)
+        # pass 1 reduces every repeat of a row to one partial; further passes reduce the
+        # partials (one repeat per row) until one value a row is left; each pass drains a
+        # log2(per_repeat)-deep adder tree once (chosen, as reduce_sum's fold)
+        per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
+        fold = int(np.log2(per_repeat))
+        _issue_rows(what, Op.VEC_REDUCE, dst, [src], rows, cols, stride, src.itemsize,
+                    extra_cycles=fold, dst_rows=False)
+        parts = -(-cols // per_repeat)
+        while parts > 1:
+            _issue_rows(what + " partials", Op.VEC_REDUCE, dst, [dst], rows, parts, parts if parts *
+                        src.itemsize % 32 == 0 else -(-parts * src.itemsize // 32) * 32 // src.itemsize,
+                        src.itemsize, extra_cycles=fold, dst_rows=False)
+            parts = -(-parts // per_repeat)
+    op.__name__ = what
+    op.__doc__ = (f"dst[r] = {fn.__name__} of src[r * stride: r * stride + cols] for r < rows (Ascend C "
+                  f"``{ascend}`` over each repeat of a row, then over the partials); fp16 accumulates "
+                  f"in fp32. stride defaults to cols.")
+    return op
+
+
+reduce_sum_rows = _reduce_rows("reduce_sum_rows", np.sum, "WholeReduceSum")
+reduce_max_rows = _reduce_rows("reduce_max_rows", np.max, "WholeReduceMax")
+
+
+def _binary_bcast(what, fn, axis, slow=False):
+    """dst[r, c] = fn(src[r, c], vec[r]) (axis "row": one value a row, broadcast by Brcb) or
+    fn(src[r, c], vec[c]) (axis "col": one row reused, repeat stride 0)."""
+    def op(dst: LocalTensor, src: LocalTensor, vec: LocalTensor, rows: int, cols: int,
+           stride: int | None = None) -> None:
+        rows, cols, stride = _check_rows(what, [("dst", dst), ("src", src)], rows, cols, stride)
+        _check(what, [("vec", vec)], rows if axis == "row" else cols)
+        if len({dst.dtype, src.dtype, vec.dtype}) > 1:
+            raise ShapeError(f"{what}: dst {dst.dtype}, src {src.dtype} and vec {vec.dtype} must have one dtype")
+        if _functional():
+            v = vec.numpy()[: rows if axis == "row" else cols]
+            v = v[:, None] if axis == "row" else v[None, :]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                _view(dst, rows, cols, stride)[...] = fn(_view(src, rows, cols, stride), v)
+        chip = current().device.chip
+        if axis == "row" and (stride * dst.itemsize) % 32 == 0:
+            # Brcb: each value of vec fills one 32-byte block, 8 values a repeat
+            _issue("brcb", Op.VEC_DUP, dst, [vec], rows, 32, flops_per_elem=0)
+        cpr = chip.vector.transcendental_cycles_per_repeat if slow else 1
+        _issue_rows(what, Op.VEC_BINARY, dst, [src, vec], rows, cols, stride, dst.itemsize, cpr)
+    op.__name__ = what
+    idx = "r" if axis == "row" else "c"
+    op.__doc__ = (f"dst[r, c] = {fn.__name__}(src[r, c], vec[{idx}]) over a rows x cols tile whose rows "
+                  f"start every ``stride`` elements (default cols): a per-{axis} operand broadcast "
+                  f"along the other axis.")
+    return op
+
+
+add_per_row = _binary_bcast("add_per_row", np.add, "row")
+sub_per_row = _binary_bcast("sub_per_row", np.subtract, "row")
+mul_per_row = _binary_bcast("mul_per_row", np.multiply, "row")
+div_per_row = _binary_bcast("div_per_row", np.divide, "row", slow=True)
+add_per_col = _binary_bcast("add_per_col", np.add, "col")
+sub_per_col = _binary_bcast("sub_per_col", np.subtract, "col")
+mul_per_col = _binary_bcast("mul_per_col", np.multiply, "col")
+max_per_col = _binary_bcast("max_per_col", np.maximum, "col")
+
+
+def gather(dst: LocalTensor, src: LocalTensor, offsets: LocalTensor, count: int) -> None:
+    """dst[i] = src[offsets[i] // itemsize] for i < count (Ascend C ``Gather``: ``offsets`` is an
+    int32 tensor of byte offsets from src's start). Cost (chosen, no public figure): a gather
+    fetches one 32-byte block per element, so a repeat of 256 bytes takes 256 / 32 = 8 cycles."""
+    n = _check("gather", [("dst", dst), ("src", src)], count)
+    _check("gather", [("offsets", offsets)], n, same_dtype=False)
+    if offsets.dtype != np.int32:
+        raise ShapeError(f"gather: offsets must be int32 byte offsets, got {offsets.dtype}")
+    if _functional():
+        off = offsets.numpy()[:n]
+        if off.size and (off.min() < 0 or off.max() >= src.nbytes or np.any(off % src.itemsize)):
+            raise ShapeError(f"gather: byte offsets must be multiples of {src.itemsize} inside "
+                             f"'{src.owner}' ({src.nbytes} B); got range [{off.min()}, {off.max()}]")
+        dst.numpy()[:n] = src.numpy()[off // src.itemsize]
+    chip = current().device.chip
+    _issue("gather", Op.VEC_UNARY, dst, [src, offsets], n, dst.itemsize,
+           cycles_per_repeat=chip.vector.repeat_bytes // 32, flops_per_elem=0)

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..chips import get_chip
 from ..errors import ShapeError
 from ..kernels.matmul import run_matmul
 from ..kernels.matmul_tiling import (ACC_DTYPE, SUPPORTED, MatmulTiling, default_tiling,

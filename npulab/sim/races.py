@@ -9,7 +9,6 @@ Instructions are replayed in the scheduler's ``order``, which respects every dep
 """
 from __future__ import annotations
 
-from ..errors import RaceError
 
 NUM_PIPES = 7
 SET, WAIT, BARRIER_ALL = 1, 2, 3
