@@ -103,6 +103,27 @@ def wait_kernel_ready(page, base: str, token: str, timeout_s: float) -> None:
         page.wait_for_timeout(250)
 
 
+def move_occupancy_slider(page) -> None:
+    """The occupancy widget redraws when its cycle slider moves: type a cycle into the slider's
+    readout, as a learner can, and wait for the widget's picture to change."""
+    slider = page.locator(".widget-hslider", has=page.locator(".widget-label", has_text="cycle")).first
+    slider.scroll_into_view_if_needed()
+    view = slider.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
+    img = view.locator("img").first
+    img.wait_for()
+    before = img.get_attribute("src")
+    cycles = int(float(slider.locator(".noUi-handle").get_attribute("aria-valuemax")))
+    assert cycles > 2, f"the occupancy slider spans {cycles} cycles"
+    readout = slider.locator(".widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(cycles // 2))
+    page.keyboard.press("Enter")
+    page.wait_for_function("([el, src]) => el.src !== src", arg=[img.element_handle(), before],
+                           timeout=UI_TIMEOUT_MS)
+    assert int(readout.inner_text().replace(",", "")) == cycles // 2
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -217,6 +238,8 @@ def test_lab_02_runs_in_jupyterlab_without_errors(jupyterlab, tmp_path):
             assert outputs, "Run All produced no output at all"
             assert not errors, f"{LAB} shows errors after Run All:\n" + "\n---\n".join(errors)
             assert not unrun, f"{LAB}: code cells {unrun} did not run (prompts {prompts})"
+
+            move_occupancy_slider(page)
 
             # the check can fail: a raising cell, added in the browser only, is caught
             page.locator(".jp-NotebookPanel .jp-CodeCell").last.locator(".jp-InputPrompt").click()

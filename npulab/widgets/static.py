@@ -7,6 +7,7 @@ writes the buttons as plain characters, then checks that no http(s) address is l
 """
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -30,6 +31,13 @@ def jshtml(anim: animation.Animation, *, fps: float = 5) -> str:
     text = re.sub(r"<link[^>]*font-awesome[^>]*>", "", text)
     text = re.sub(r'<i class="fa ([^"]+)"></i>',
                   lambda m: ICONS.get(m.group(1), m.group(1).replace("fa-", "")), text)
+    # matplotlib names the scrubber's elements with a random uuid; a hash of the content
+    # names them instead, so a notebook that stores this output is the same on every run
+    ids = set(re.findall(r"anim([0-9a-f]{32})", text))
+    if len(ids) == 1:
+        (old,) = ids
+        stable = hashlib.sha256(text.replace(old, "").encode()).hexdigest()[:32]
+        text = text.replace(old, stable)
     left = re.findall(r"https?://\S+", text)
     if left:
         raise RuntimeError(f"jshtml: the exported animation still refers to {left[:3]}; "
