@@ -124,6 +124,33 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
     ``transpose`` (a transposed input: LoadData with transpose). For L0A the operand is A
     (m, k); for L0B it is B (k, n).
     """
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    # everything below the numerics depends only on these: worked out once per launch
+    key = ("load_data", getattr(src, "buffer", None) and src.buffer.name, src.offset, src.size,
+           src.dtype, getattr(dst, "buffer", None) and dst.buffer.name, dst.offset, dst.size,
+           dst.dtype, rows, cols, src_rows, row_off, col_off, transpose) \
+        if isinstance(src, LocalTensor) and isinstance(dst, LocalTensor) else None
+    plan = dev.memo.get(key) if key is not None else None
+    if plan is None:
+        plan = _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
+        if key is not None:
+            dev.memo[key] = plan
+    need, fr, fc, zz, c0, c1a, c1b, s_r0, s_rows, s_c0, s_cols, issue_args, issue_kw = plan
+    if dev.functional:
+        nz = src.numpy()[c1a * src_rows * c0: c1b * src_rows * c0].reshape(c1b - c1a, src_rows, c0)
+        window = nz[:, s_r0:s_r0 + s_rows, :].transpose(1, 0, 2).reshape(s_rows, (c1b - c1a) * c0)
+        window = window[:, s_c0 - c1a * c0: s_c0 - c1a * c0 + s_cols]
+        F.pack_into(window.T if transpose else window, dst.numpy()[:need], fr, fc, False, not zz)
+    if dev.check_races:
+        core.issue(*issue_args, **issue_kw)
+    else:
+        core.issue(*issue_args, name=issue_kw["name"], nbytes=issue_kw["nbytes"],
+                   energy=issue_kw["energy"], route=issue_kw["route"])
+
+
+def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose) -> tuple:
+    """load_data's checks and its instruction, from the shapes alone (no data)."""
     what = "load_data"
     if not isinstance(src, LocalTensor) or src.buffer.name != "L1":
         _need(src, LocalTensor, ("L1",), what)
@@ -154,22 +181,16 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
     if c1b * src_rows * c0 > src.size:
         raise ShapeError(f"{what}: columns {s_c0}..{s_c0 + s_cols} of the L1 tile ({src_rows} rows) "
                          f"reach past '{src.owner}' ({src.size} elements)")
-    ctx = current()
-    dev, core = ctx.device, ctx.core
-    if dev.functional:
-        nz = src.numpy()[c1a * src_rows * c0: c1b * src_rows * c0].reshape(c1b - c1a, src_rows, c0)
-        window = nz[:, s_r0:s_r0 + s_rows, :].transpose(1, 0, 2).reshape(s_rows, (c1b - c1a) * c0)
-        window = window[:, s_c0 - c1a * c0: s_c0 - c1a * c0 + s_cols]
-        F.pack_into(window.T if transpose else window, dst.numpy()[:need], fr, fc, False, not zz)
     item = dt.itemsize
     nbytes = need * item
     e = dev.chip.energy
     lo = src.offset + c1a * src_rows * c0 * item
-    core.issue(_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dev.copy_cycles(Pipe.MTE1, nbytes, False),
-               name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}",
-               nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
-               reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
-               writes=[(dname, dst.offset, dst.offset + nbytes)])
+    issue_args = (_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dev.copy_cycles(Pipe.MTE1, nbytes, False))
+    issue_kw = dict(name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}",
+                    nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
+                    reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
+                    writes=[(dname, dst.offset, dst.offset + nbytes)])
+    return need, fr, fc, zz, c0, c1a, c1b, s_r0, s_rows, s_c0, s_cols, issue_args, issue_kw
 
 
 # -- the cube ----------------------------------------------------------------------------------
@@ -195,6 +216,29 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
     """L0C (m, n) = A (m, k) x B (k, n) when ``init`` (Ascend C ``cmatrixInitVal = true``),
     else L0C += A x B. A is ZZ in L0A, B is ZN in L0B, the result NZ (16 x 16 fractals, fp32
     for fp16/fp32 inputs, int32 for int8) in L0C with ceil16(m) rows per fractal column."""
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    key = ("mmad", dst.buffer.name, dst.offset, dst.size, dst.dtype, a.buffer.name, a.offset, a.size,
+           a.dtype, b.buffer.name, b.offset, b.size, b.dtype, m, n, k, init) \
+        if isinstance(dst, LocalTensor) and isinstance(a, LocalTensor) and isinstance(b, LocalTensor) \
+        else None
+    plan = dev.memo.get(key) if key is not None else None
+    if plan is None:
+        plan = _mmad_plan(dev, dst, a, b, m, n, k, init)
+        if key is not None:
+            dev.memo[key] = plan
+    m1, n1, k1, k0, acc, issue_args, issue_kw = plan
+    if dev.functional:
+        _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc)
+    if dev.check_races:
+        core.issue(*issue_args, **issue_kw)
+    else:
+        core.issue(*issue_args, name=issue_kw["name"], nbytes=issue_kw["nbytes"],
+                   flops=issue_kw["flops"], energy=issue_kw["energy"])
+
+
+def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
+    """mmad's checks and its instruction, from the shapes alone (no data)."""
     what = "mmad"
     if not (isinstance(a, LocalTensor) and a.buffer.name == "L0A"):
         _need(a, LocalTensor, ("L0A",), what + " (a)")
@@ -223,10 +267,6 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
             if need > t.size:
                 raise ShapeError(f"{what}: m={m}, n={n}, k={k} needs {need} elements of {name} "
                                  f"({need * t.itemsize} B with padding); '{t.owner}' holds {t.size}")
-    ctx = current()
-    dev, core = ctx.device, ctx.core
-    if dev.functional:
-        _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc)
     chip = dev.chip
     macs = m * n * k
     pj = chip.energy.mac_int8_pj if k0 == 32 else chip.energy.mac_fp16_pj
@@ -235,9 +275,10 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
     c_range = ("L0C", dst.offset, dst.offset + c_n * 4)
     if not init:
         reads.append(c_range)
-    core.issue(_M, _WORK, _OP_MMAD, mmad_cycles(chip, m, n, k, dt),
-               name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
-               energy=pj * macs, reads=reads, writes=[c_range])
+    issue_args = (_M, _WORK, _OP_MMAD, mmad_cycles(chip, m, n, k, dt))
+    issue_kw = dict(name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
+                    energy=pj * macs, reads=reads, writes=[c_range])
+    return m1, n1, k1, k0, acc, issue_args, issue_kw
 
 
 class _Chain:

@@ -25,6 +25,22 @@ from .context import current
 from .tensor import LocalTensor, Position, as_dtype
 
 _counter = {"queue": 0, "tbuf": 0}
+_WORK, _SET, _WAIT = int(Kind.WORK), int(Kind.SET), int(Kind.WAIT)
+_OP_MARK, _OP_SET, _OP_WAIT = int(Op.MARK), int(Op.SET_FLAG), int(Op.WAIT_FLAG)
+_DTYPE_CACHE: dict = {}
+
+
+def _dtype_of(dtype) -> np.dtype:
+    """as_dtype, remembered per argument (alloc_tensor runs once per tile)."""
+    try:
+        return _DTYPE_CACHE[dtype]
+    except (KeyError, TypeError):
+        dt = as_dtype(dtype)
+        try:
+            _DTYPE_CACHE[dtype] = dt
+        except TypeError:
+            pass
+        return dt
 
 
 def _auto_name(kind: str, position: Position) -> str:
@@ -53,6 +69,14 @@ class Queue:
         if self.synced:
             self.fwd = flag_key(pos.producer, pos.consumer, core.take_event(pos.producer, pos.consumer, self.name))
             self.back = flag_key(pos.consumer, pos.producer, core.take_event(pos.consumer, pos.producer, self.name))
+        # what every call issues, worked out once (these run once per tile: they are hot)
+        self._producer, self._consumer = int(pos.producer), int(pos.consumer)
+        self._buffer_name = buffer.name
+        self._slots = [(self.base + s * slot_bytes, f"{self.name}[{s}]") for s in range(buffer_num)]
+        n = self.name
+        self._names = {what: [fmt.format(n, s) for s in range(buffer_num)] for what, fmt in (
+            ("wait", "alloc_tensor {}[{}] (wait free)"), ("alloc", "alloc_tensor {}[{}]"),
+            ("enque", "enque {}[{}]"), ("deque", "deque {}[{}]"), ("free", "free_tensor {}[{}]"))}
 
     def _need_init(self, what):
         if self.core is None:
@@ -60,30 +84,30 @@ class Queue:
 
     def alloc_tensor(self, dtype) -> LocalTensor:
         """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
-        self._need_init("alloc_tensor")
-        dt = as_dtype(dtype)
-        if all(self.held):
-            raise SyncError(f"alloc_tensor on queue '{self.name}': all {self.buffer_num} buffers are "
-                            f"held (allocated and not yet freed). free_tensor one first, or give the "
-                            f"queue more buffers in init_buffer(buffer_num=...)")
+        if self.core is None:
+            self._need_init("alloc_tensor")
+        dt = _dtype_of(dtype)
+        held = self.held
         slot = self.allocs % self.buffer_num
-        if self.held[slot]:
-            slot = self.held.index(False)
-        pos, core = self.position, self.core
+        if held[slot]:
+            if all(held):
+                raise SyncError(f"alloc_tensor on queue '{self.name}': all {self.buffer_num} buffers are "
+                                f"held (allocated and not yet freed). free_tensor one first, or give the "
+                                f"queue more buffers in init_buffer(buffer_num=...)")
+            slot = held.index(False)
         if self.synced and self.allocs >= self.buffer_num:
-            i = core.issue(pos.producer, Kind.WAIT, Op.WAIT_FLAG, key=self.back,
-                           name=f"alloc_tensor {self.name}[{slot}] (wait free)")
+            i = self.core.issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._names["wait"][slot])
             self.waits += 1
         else:
-            i = core.issue(pos.producer, Kind.WORK, Op.MARK, name=f"alloc_tensor {self.name}[{slot}]")
+            i = self.core.issue(self._producer, _WORK, _OP_MARK, name=self._names["alloc"][slot])
         self.allocs += 1
-        self.held[slot] = True
-        offset = self.base + slot * self.slot_bytes
-        rec = AllocRecord(self.buffer.name, f"{self.name}[{slot}]", offset, self.slot_bytes, i)
+        held[slot] = True
+        offset, owner = self._slots[slot]
+        rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
         self.buffer.log.append(rec)
         self.records[slot] = rec
-        return LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize, pos, self.name,
-                           self, slot)
+        return LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize, self.position,
+                           self.name, self, slot)
 
     def _own(self, t: LocalTensor, what: str) -> None:
         if not isinstance(t, LocalTensor) or t.queue is not self or not self.held[t.slot]:
@@ -92,19 +116,20 @@ class Queue:
 
     def enque(self, t: LocalTensor) -> None:
         """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
-        self._need_init("enque")
-        self._own(t, "enque")
+        if self.core is None:
+            self._need_init("enque")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "enque")
         if self.synced:
-            pos = self.position
-            self.core.issue(pos.producer, Kind.SET, Op.SET_FLAG, key=self.fwd,
-                            name=f"enque {self.name}[{t.slot}]")
+            self.core.issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._names["enque"][t.slot])
         self.enqueued.append(t)
 
     def deque(self, dtype=None) -> LocalTensor:
         """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
-        self._need_init("deque")
-        pos = self.position
+        if self.core is None:
+            self._need_init("deque")
         if not self.enqueued:
+            pos = self.position
             raise DeadlockError(
                 f"deadlock on core {self.core.index}: deque on queue '{self.name}' finds nothing "
                 f"enqueued, so pipe {pos.consumer.name} would wait on flag "
@@ -114,24 +139,23 @@ class Queue:
         if dtype is not None and as_dtype(dtype) != t.dtype:
             t = t.reinterpret_cast(dtype)
         if self.synced:
-            self.core.issue(pos.consumer, Kind.WAIT, Op.WAIT_FLAG, key=self.fwd,
-                            name=f"deque {self.name}[{t.slot}]")
+            self.core.issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._names["deque"][t.slot])
         return t
 
     def free_tensor(self, t: LocalTensor) -> None:
         """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
-        self._need_init("free_tensor")
-        self._own(t, "free_tensor")
-        if any(e.slot == t.slot for e in self.enqueued):
+        if self.core is None:
+            self._need_init("free_tensor")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "free_tensor")
+        if self.enqueued and any(e.slot == t.slot for e in self.enqueued):
             raise SyncError(f"free_tensor on queue '{self.name}': slot {t.slot} is still enqueued; "
                             f"deque it first")
-        pos = self.position
         if self.synced:
-            i = self.core.issue(pos.consumer, Kind.SET, Op.SET_FLAG, key=self.back,
-                                name=f"free_tensor {self.name}[{t.slot}]")
+            i = self.core.issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._names["free"][t.slot])
             self.frees += 1
         else:
-            i = self.core.issue(pos.consumer, Kind.WORK, Op.MARK, name=f"free_tensor {self.name}[{t.slot}]")
+            i = self.core.issue(self._consumer, _WORK, _OP_MARK, name=self._names["free"][t.slot])
         self.held[t.slot] = False
         self.records.pop(t.slot).released = i
 

@@ -53,7 +53,11 @@ class Core:
         self.flops: list[int] = []
         self.energy: list[float] = []
         self.route: list[str] = []
-        self.block: list[int] = []
+        # the hot path appends through these bound methods (one attribute lookup less each)
+        self._appends = (self.pipe.append, self.kind.append, self.op.append, self.dur.append,
+                         self.key.append, self.name.append, self.nbytes.append, self.flops.append,
+                         self.energy.append, self.route.append)
+        self._block_runs: list[tuple[int, int]] = []     # (first instruction, block index)
         self.accesses: dict[int, list] = {}
         self.block_idx = -1
         self.events_in_use: dict[tuple[int, int], dict[int, str]] = {}
@@ -61,11 +65,35 @@ class Core:
     def __len__(self) -> int:
         return len(self.pipe)
 
+    @property
+    def block_idx(self) -> int:
+        """The block this core is running now (-1 before the first)."""
+        return self._block_idx
+
+    @block_idx.setter
+    def block_idx(self, b: int) -> None:
+        self._block_idx = b
+        self._block_runs.append((len(self.pipe), b))
+
+    def block_column(self) -> np.ndarray:
+        """The block of every instruction (int32), from the runs recorded when blocks start."""
+        out = np.empty(len(self.pipe), dtype=np.int32)
+        runs = self._block_runs + [(len(self.pipe), -1)]
+        for (lo, b), (hi, _) in zip(runs, runs[1:]):
+            out[lo:hi] = b
+        return out
+
+    @property
+    def block(self) -> np.ndarray:
+        return self.block_column()
+
     def issue(self, pipe: int, kind: int, op: int, dur: int = 0, *, key: int = -1, name: str = "",
               nbytes: int = 0, flops: int = 0, energy: float = 0.0, route: str = "",
               reads=(), writes=()) -> int:
         """Append one instruction; return its index in this core's stream.
 
+        Numbers are stored as given and become typed columns at finish: pass plain ``int``
+        where you can (an IntEnum works, but converting a column of them costs more).
         reads/writes: (buffer name, byte lo, byte hi) ranges, for the race checker.
         """
         dev = self.device
@@ -76,19 +104,18 @@ class Core:
                 f"core {self.index}, last '{name}'): a runaway loop? Raise launch(..., budget=N) "
                 f"if the kernel really needs more.")
         i = len(self.pipe)
-        # int(...) only where needed: converting an IntEnum costs more than the append
-        self.pipe.append(pipe if type(pipe) is int else int(pipe))
-        self.kind.append(kind if type(kind) is int else int(kind))
-        self.op.append(op if type(op) is int else int(op))
-        self.dur.append(dur if type(dur) is int else int(dur))
-        self.key.append(key if type(key) is int else int(key))
-        self.name.append(name)
-        self.nbytes.append(nbytes if type(nbytes) is int else int(nbytes))
-        self.flops.append(flops if type(flops) is int else int(flops))
-        self.energy.append(energy if type(energy) is float else float(energy))
-        self.route.append(route)
-        self.block.append(self.block_idx)
-        if dev.check_races and (reads or writes):
+        a = self._appends
+        a[0](pipe)
+        a[1](kind)
+        a[2](op)
+        a[3](dur)
+        a[4](key)
+        a[5](name)
+        a[6](nbytes)
+        a[7](flops)
+        a[8](energy)
+        a[9](route)
+        if (reads or writes) and dev.check_races:
             self.accesses[i] = [(b, lo, hi, False) for b, lo, hi in reads] + \
                                [(b, lo, hi, True) for b, lo, hi in writes]
         return i
@@ -146,6 +173,7 @@ class Device:
         self.check_races = self.functional if check_races is None else check_races
         self.scheduler_name = scheduler_name
         self.issued = 0
+        self.memo: dict = {}                # derived costs the kernel language works out once a launch
         p = self.chip.pipes
         self._copy_rates = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
                             Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),

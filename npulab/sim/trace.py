@@ -26,24 +26,52 @@ class Allocation:
     end: int
 
 
+def _allocations(logs) -> list[Allocation]:
+    """Allocation records (times in instruction indices) -> Allocations in cycles: live from the
+    end of the instruction that took the slot to the end of the one that released it (the
+    core's last cycle when never released)."""
+    out: list[Allocation] = []
+    for core, end, last, buffer_logs in logs:
+        end = end.tolist()
+        for buffer, log in buffer_logs:
+            for rec in log:
+                t0 = end[rec.taken]
+                t1 = end[rec.released] if rec.released >= 0 else last
+                out.append(Allocation(core, buffer, rec.owner, rec.offset, rec.size, t0, max(t0, t1)))
+    return out
+
+
 class Trace:
     def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities,
                  gm_stats: dict | None = None):
+        """allocations: a list of :class:`Allocation`, or a callable returning one (built on
+        first use of :attr:`allocations`: most runs, a timing-only search for one, never look)."""
         self.chip = chip
         self.mode = mode
         self.block_dim = block_dim
         for k, v in columns.items():
             setattr(self, k, v)
         self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
-        self.allocations: list[Allocation] = allocations
+        self._allocations = allocations
         self.capacities: dict[str, int] = capacities
         self.gm_stats = dict(gm_stats or {"l2_hits": 0, "l2_misses": 0, "hbm_read_bytes": 0, "gm_write_bytes": 0})
+
+    @property
+    def allocations(self) -> list[Allocation]:
+        """Every tensor lifetime of the launch, in cycles (see :class:`Allocation`)."""
+        if callable(self._allocations):
+            self._allocations = self._allocations()
+        return self._allocations
+
+    @allocations.setter
+    def allocations(self, value) -> None:
+        self._allocations = value
 
     @classmethod
     def from_device(cls, device, timelines):
         cols = {k: [] for k in ("core", "pipe", "kind", "op", "start", "end", "nbytes", "flops",
                                 "energy", "block")}
-        names, routes, allocations, core_cycles = [], [], [], []
+        names, routes, logs, core_cycles = [], [], [], []
         for core, (start, end) in zip(device.cores, timelines):
             n = len(core)
             cols["core"].append(np.full(n, core.index, dtype=np.int32))
@@ -55,23 +83,18 @@ class Trace:
             cols["nbytes"].append(np.asarray(core.nbytes, dtype=np.int64))
             cols["flops"].append(np.asarray(core.flops, dtype=np.int64))
             cols["energy"].append(np.asarray(core.energy, dtype=np.float64))
-            cols["block"].append(np.asarray(core.block, dtype=np.int32))
+            cols["block"].append(core.block_column())
             names.extend(core.name)
             routes.extend(core.route)
             last = int(end.max()) if n else 0
             core_cycles.append(last)
-            for buf in core.buffers.values():
-                for rec in buf.log:
-                    t0 = int(end[rec.taken])
-                    t1 = int(end[rec.released]) if rec.released >= 0 else last
-                    allocations.append(Allocation(core.index, buf.name, rec.owner, rec.offset,
-                                                  rec.size, t0, max(t0, t1)))
+            logs.append((core.index, end, last, [(buf.name, buf.log) for buf in core.buffers.values()]))
         columns = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
         columns["name"] = names
         columns["route"] = routes
         capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
-        return cls(device.chip, device.mode, device.block_dim, columns, core_cycles, allocations,
-                   capacities, device.gm_stats)
+        return cls(device.chip, device.mode, device.block_dim, columns, core_cycles,
+                   lambda: _allocations(logs), capacities, device.gm_stats)
 
     # -- figures ----------------------------------------------------------------------------
     @property

@@ -1,0 +1,153 @@
+"""Pinned traces: a few launches whose whole trace (every column, name, route, allocation and
+the GM statistics) and outputs must not change when the simulator is made faster.
+
+These are regression pins, not figures: the digests were recorded from the simulator before
+its speed work (issue 4) and any optimisation must reproduce them bit for bit. If the *model*
+is changed on purpose (new costs, new instructions), record the new digests and say so in the
+commit: ``python -m tests.test_trace_pins`` prints them.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from npulab.kernels.elementwise import run_add
+from npulab.kernels.matmul import run_matmul, simulate
+from npulab.kernels.matmul_tiling import default_tiling, make_tiling
+
+COLUMNS = {"core": np.int32, "pipe": np.int8, "kind": np.int8, "op": np.int16, "start": np.int64,
+           "end": np.int64, "nbytes": np.int64, "flops": np.int64, "energy": np.float64,
+           "block": np.int32}
+
+
+def trace_digest(tr, outputs=()) -> str:
+    """sha256 over every column of ``tr`` (in its stated dtype), the names, routes,
+    allocations, per-core cycles, GM statistics, and the bytes of ``outputs``."""
+    h = hashlib.sha256()
+    for name, dtype in COLUMNS.items():
+        col = getattr(tr, name)
+        assert col.dtype == dtype, f"column {name} is {col.dtype}, expected {np.dtype(dtype)}"
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(col).tobytes())
+    h.update("\x00".join(tr.name).encode())
+    h.update("\x00".join(tr.route).encode())
+    h.update(repr([tuple(vars(a).values()) for a in tr.allocations]).encode())
+    h.update(np.asarray(tr.core_cycles, dtype=np.int64).tobytes())
+    h.update(repr(sorted(tr.gm_stats.items())).encode())
+    for out in outputs:
+        h.update(np.ascontiguousarray(out).tobytes())
+    return h.hexdigest()[:24]
+
+
+def _operands(m, n, k, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.int8:
+        return (rng.integers(-128, 128, (1, m, k)).astype(np.int8),
+                rng.integers(-128, 128, (1, k, n)).astype(np.int8))
+    return (rng.standard_normal((1, m, k)).astype(dtype), rng.standard_normal((1, k, n)).astype(dtype))
+
+
+def add_teach():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(5000).astype(np.float16)
+    y = rng.standard_normal(5000).astype(np.float16)
+    z, tr = run_add(x, y, "teach", 2, "functional", None)
+    return tr, [z]
+
+
+def add_910_single_buffer():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(70_000).astype(np.float32)
+    y = rng.standard_normal(70_000).astype(np.float32)
+    z, tr = run_add(x, y, "910", 1, "functional", None)
+    return tr, [z]
+
+
+def matmul_910_bias_relu():
+    a, b = _operands(300, 200, 150, np.float16, seed=3)
+    bias = np.random.default_rng(4).standard_normal(200).astype(np.float32)
+    t = default_tiling((1, 300, 200, 150), np.float16, "910", has_bias=True, relu=True)
+    c, tr = run_matmul(a, b, t, bias, chip="910")          # functional, race-checked
+    return tr, [c]
+
+
+def matmul_910_int8_trans():
+    a, b = _operands(70, 90, 130, np.int8, seed=5)
+    t = make_tiling((1, 70, 90, 130), np.int8, "910", "seed", trans_a=True, trans_b=True)
+    c, tr = run_matmul(a.transpose(0, 2, 1).copy(), b.transpose(0, 2, 1).copy(), t, chip="910")
+    return tr, [c]
+
+
+def matmul_teach_fp32_tails():
+    a, b = _operands(67, 45, 131, np.float32, seed=6)
+    t = default_tiling((1, 67, 45, 131), np.float32, "teach")
+    c, tr = run_matmul(a, b, t, chip="teach")
+    return tr, [c]
+
+
+def matmul_910_timing_4096_sampled():
+    t = default_tiling((1, 4096, 4096, 4096), np.float16, "910")
+    return simulate(replace(t, sample_loops=2), "910"), []
+
+
+def matmul_910_timing_seed():
+    t = make_tiling((1, 512, 384, 640), np.float16, "910", "seed")
+    return simulate(t, "910"), []
+
+
+CASES = {
+    "add_teach": (add_teach, "a4277cea525ed137a51df53c"),
+    "add_910_single_buffer": (add_910_single_buffer, "a25a8f9561c98c6c79e553a4"),
+    "matmul_910_bias_relu": (matmul_910_bias_relu, "52065d39ddaf4efa220c15d7"),
+    "matmul_910_int8_trans": (matmul_910_int8_trans, "de7737d27f44653bca801524"),
+    "matmul_teach_fp32_tails": (matmul_teach_fp32_tails, "9f24e79ab744f8148fc0388e"),
+    "matmul_910_timing_4096_sampled": (matmul_910_timing_4096_sampled, "3b04f4b6b0fce982fe2bb759"),
+    "matmul_910_timing_seed": (matmul_910_timing_seed, "b8ee1a0276b7f27b61c39e7a"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_trace_is_pinned(case):
+    make, digest = CASES[case]
+    tr, outputs = make()
+    assert len(tr) > 0
+    assert trace_digest(tr, outputs) == digest, f"the trace of {case} changed"
+
+
+def test_digest_sees_a_one_cycle_change():
+    tr, outputs = add_teach()
+    before = trace_digest(tr, outputs)
+    tr.end = tr.end.copy()
+    tr.end[len(tr.end) // 2] += 1
+    assert trace_digest(tr, outputs) != before
+
+
+if __name__ == "__main__":
+    for name in sorted(CASES):
+        tr, outputs = CASES[name][0]()
+        print(f'    "{name}": ({CASES[name][0].__name__}, "{trace_digest(tr, outputs)}"),')
+
+
+def test_block_column_follows_the_blocks():
+    """Blocks are recorded as runs when they start (not per instruction): each block's
+    instructions carry its index and end with its 'end of block' barrier."""
+    t = make_tiling((1, 96, 64, 48), np.float16, "teach", "naive", block_dim=5)
+    tr = simulate(t, "teach")
+    for core in range(len(tr.core_cycles)):
+        blocks = tr.block[tr.core == core]
+        names = [n for n, c in zip(tr.name, tr.core) if c == core]
+        assert list(np.unique(blocks)) == list(range(core, 5, len(tr.core_cycles)))
+        assert np.all(np.diff(blocks) >= 0)
+        ends = [i for i, n in enumerate(names) if n.startswith("end of block")]
+        assert [names[i] for i in ends] == [f"end of block {b}" for b in np.unique(blocks)]
+        assert [int(blocks[i]) for i in ends] == list(np.unique(blocks))
+
+
+def test_allocations_are_built_on_first_use_and_kept():
+    tr, _ = add_teach()
+    first = tr.allocations
+    assert first and tr.allocations is first
+    assert all(0 <= a.start <= a.end <= tr.cycles for a in first)
