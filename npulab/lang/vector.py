@@ -200,11 +200,13 @@ reduce_max = _reduce("reduce_max", np.max)
 # starts on a 32-byte block (stride * itemsize a multiple of 32) the hardware sweeps every row
 # in one instruction per column chunk of one repeat width, using a repeat stride of one row
 # (Ascend C's BinaryRepeatParams / WholeReduceSum): ceil(cols / per_repeat) instructions of
-# ``rows`` repeats each (split at 255). Otherwise a kernel must loop over the rows: one
-# instruction per row. Either way the repeats are counted one by one.
+# ``rows`` repeats each (split at 255), or, when that is fewer instructions, one instruction
+# per row. Rows that are not block-aligned leave only the loop over rows. An operation whose
+# repeats do not depend on the row (``contiguous``: a reduction's first pass) runs over
+# densely packed rows of whole repeats as one long instruction. Every repeat is counted.
 def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int, stride: int,
                 itemsize: int, cycles_per_repeat: int = 1, flops_per_elem: int = 1,
-                extra_cycles: int = 0, dst_rows: bool = True) -> None:
+                extra_cycles: int = 0, dst_rows: bool = True, contiguous: bool = False) -> None:
     ctx = current()
     chip = ctx.device.chip
     vec = chip.vector
@@ -222,7 +224,13 @@ def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int,
                        energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
                        reads=reads, writes=[(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))])
 
-    if (stride * itemsize) % 32 == 0:
+    if stride == cols and cols % per_repeat == 0 and contiguous:
+        # whole repeats back to back: every repeat lies in one row, no stride needed
+        total = rows * chunks
+        for r0 in range(0, total, vec.max_repeat):
+            rr = builtins.min(vec.max_repeat, total - r0)
+            one(rr, rr * per_repeat)
+    elif (stride * itemsize) % 32 == 0 and chunks * -(-rows // vec.max_repeat) <= rows:
         for c in range(chunks):
             w = builtins.min(per_repeat, cols - c * per_repeat)
             for r0 in range(0, rows, vec.max_repeat):
@@ -268,7 +276,7 @@ def _reduce_rows(what, fn, ascend):
         per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
         fold = int(np.log2(per_repeat))
         _issue_rows(what, Op.VEC_REDUCE, dst, [src], rows, cols, stride, src.itemsize,
-                    extra_cycles=fold, dst_rows=False)
+                    extra_cycles=fold, dst_rows=False, contiguous=True)
         parts = -(-cols // per_repeat)
         while parts > 1:
             _issue_rows(what + " partials", Op.VEC_REDUCE, dst, [dst], rows, parts, parts if parts *

@@ -1,0 +1,510 @@
+"""Normalisations on the vector unit: LayerNorm, RMSNorm (row kernels) and BatchNorm (inference).
+
+What you learn here (lab 07):
+
+* a *row kernel*: the input is viewed as (rows, cols) with the normalised axes last; rows are
+  split over the cores (``block_factor``) and each block into tiles of ``tile_rows`` whole rows,
+  so every reduction stays inside one tile: no cross-core or cross-tile sums;
+* reductions along a row use the 2-D vector forms (``reduce_sum_rows``: WholeReduceSum over
+  each repeat, then over the partials), and per-row statistics are broadcast back with
+  ``sub_per_row`` / ``mul_per_row`` (Brcb + a repeat stride of one row); gamma and beta are one
+  row reused for every row (``mul_per_col``: repeat stride 0);
+* fp16 kernels widen each tile to fp32 with ``cast``, compute in fp32 and round once on the way
+  out, as ops-nn's LayerNorm and RMSNorm do (the cast is a vector pass and is paid for).
+
+Host side: :func:`row_tiling` sizes the tiles from the UB the chip has; the ``check_*``
+functions validate inputs; the ``launch_*`` functions run a kernel with a tiling.
+Mirrors hicann/ops-nn ``norm/layer_norm_v4``, ``norm/rms_norm`` and ``norm/batch_norm_v3``
+(op_host tiling beside op_kernel), simplified.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .. import lang
+from ..chips import get_chip
+from ..errors import ShapeError
+from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy, data_copy_pad, get_block_idx
+
+BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
+MIN_TILES_PER_BLOCK = 16    # split a block at least this finely so copies and compute overlap
+                            # (fewer, larger tiles pay less copy start-up but more fill and
+                            # drain; 16 is the best at BERT sizes on the 910, see bench_vector)
+SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32))
+F32 = np.dtype(np.float32)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def check_float(what: str, name: str, dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in SUPPORTED:
+        raise ShapeError(f"{what}: {name} is {dt}; expected float16 or float32")
+    return dt
+
+
+@dataclass(frozen=True)
+class RowTiling:
+    """TilingData of a row kernel: (rows, cols) split into blocks of rows and tiles of rows."""
+    rows: int           # rows of the (rows, cols) view
+    cols: int           # elements a row (the normalised / reduced size)
+    dtype: str          # input and output dtype
+    block_factor: int   # rows a block (the last block may get fewer)
+    block_dim: int      # blocks launched
+    tile_rows: int      # rows a UB tile
+    buffer_num: int     # slots of the in and out queues: 2 = double buffering
+    ub_bytes: int       # UB the kernel reserves (for the reader; checked against the chip)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+
+def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, fixed_bytes: int = 0,
+               stats: int = 2, buffer_num: int = 2, tile_rows: int | None = None) -> RowTiling:
+    """Split ``rows`` rows of ``cols`` elements over the cores and into UB tiles.
+
+    A tile of r rows holds ``buffer_num`` in slots and ``buffer_num`` out slots of r x cols
+    ``dtype``, plus ``work_rows`` fp32 scratch rows of r x cols (the kernel's temporaries);
+    ``fixed_bytes`` is what the kernel keeps for the whole block (gamma, beta); ``stats`` fp32
+    values a row hold per-row statistics (mean, 1/std, ...).
+    tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block.
+    """
+    chip = get_chip(chip)
+    dt = check_float(what, "input", dtype)
+    if rows < 1 or cols < 1:
+        raise ShapeError(f"{what}: need at least one row and one column, got rows={rows}, cols={cols}")
+    if buffer_num < 1:
+        raise ShapeError(f"{what}: buffer_num must be at least 1, got {buffer_num}")
+    block_factor = -(-rows // chip.ai_cores)
+    block_dim = -(-rows // block_factor)
+    per_row = 2 * buffer_num * cols * dt.itemsize + work_rows * cols * F32.itemsize + stats * 4
+    slack = (2 * buffer_num + work_rows + 4) * BLOCK_BYTES      # 32-byte rounding of each buffer
+    free = chip.buffers.ub - fixed_bytes - slack
+    fit = free // per_row
+    if fit < 1:
+        raise ShapeError(
+            f"{what}: one row of {cols} elements needs {per_row + fixed_bytes + slack:,} B of UB "
+            f"({2 * buffer_num} {dt} slots + {work_rows} fp32 scratch rows + {fixed_bytes:,} B kept), "
+            f"and chip '{chip.name}' has {chip.buffers.ub:,} B. Normalise fewer elements at once "
+            f"(a smaller last dimension) or use a chip with a larger UB.")
+    if tile_rows is None:
+        # a widened (fp16) tile is vector-bound: there, larger tiles amortise the vector
+        # start-ups better than more tiles hide the fill and drain
+        tiles = MIN_TILES_PER_BLOCK if dt == F32 else MIN_TILES_PER_BLOCK // 4
+        tile_rows = min(fit, -(-block_factor // tiles))
+    elif not 1 <= tile_rows <= fit:
+        raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
+    ub = fixed_bytes + tile_rows * per_row + slack
+    return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub)
+
+
+def copy(dst, src, count: int) -> None:
+    """data_copy when whole 32-byte blocks move, data_copy_pad for a tail."""
+    if count * src.itemsize % BLOCK_BYTES:
+        data_copy_pad(dst, src, count)
+    else:
+        data_copy(dst, src, count)
+
+
+class RowKernel:
+    """One block of a row kernel: CopyIn -> Compute -> CopyOut over tiles of whole rows.
+
+    Subclasses implement ``compute_rows(x32, out32, n)``: x32 holds n rows (fp32, may be
+    overwritten), the result goes to out32 (fp32). For fp16 the tile is cast to fp32 first and
+    back at the end; for fp32 x32 is the input slot itself and out32 the output slot.
+    """
+    WORK_ROWS = 1           # fp32 scratch rows a tile (beyond the fp16 -> fp32 copy)
+    STATS = 1               # per-row fp32 statistics vectors
+
+    def __init__(self, x, y, t: RowTiling, name: str):
+        self.t = t
+        self.cols = t.cols
+        start = get_block_idx() * t.block_factor
+        self.nrows = min(t.block_factor, t.rows - start)
+        self.x_gm = x[start * t.cols: (start + self.nrows) * t.cols]
+        self.y_gm = y[start * t.cols: (start + self.nrows) * t.cols]
+        self.dtype = t.np_dtype
+        self.wide = self.dtype != F32
+        self.pipe = Pipe()
+        self.in_x, self.out_y = Queue(VECIN, f"in_{name}"), Queue(VECOUT, f"out_{name}")
+        tile = t.tile_rows * t.cols
+        self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
+        self.pipe.init_buffer(self.out_y, t.buffer_num, tile * self.dtype.itemsize)
+        self.work = []
+        for k in range(self.WORK_ROWS + (1 if self.wide else 0)):
+            b = TBuf(VECCALC, f"work{k}")
+            self.pipe.init_buffer(b, tile * 4)
+            self.work.append(b.get(F32))
+        stat = TBuf(VECCALC, "stats")
+        self.stat_len = _round_up(t.tile_rows, BLOCK_BYTES // 4)
+        self.pipe.init_buffer(stat, self.STATS * self.stat_len * 4)
+        st = stat.get(F32)
+        self.stats = [st[k * self.stat_len:] for k in range(self.STATS)]
+
+    # -- parameters (gamma, beta, ...): one row each, loaded once a block, widened to fp32 --
+    def load_params(self, params, name="params"):
+        """Copy the 1-D GM tensors ``params`` (None skipped) into UB once; returns fp32 tensors."""
+        present = [p for p in params if p is not None]
+        if not present:
+            self.param_q = None
+            return [None] * len(params)
+        n = len(present)
+        item = self.dtype.itemsize
+        span = _round_up(self.cols * item, BLOCK_BYTES)
+        self.param_q = Queue(VECIN, f"in_{name}")
+        self.pipe.init_buffer(self.param_q, 1, n * span)
+        raw = self.param_q.alloc_tensor(self.dtype)
+        per = span // item
+        for k, p in enumerate(present):
+            copy(raw[k * per:], p, self.cols)
+        self.param_q.enque(raw)
+        raw = self.param_q.deque()
+        self.param_raw = raw
+        if self.wide:
+            buf = TBuf(VECCALC, f"{name}32")
+            span32 = _round_up(self.cols * 4, BLOCK_BYTES)
+            self.pipe.init_buffer(buf, n * span32)
+            p32 = buf.get(F32)
+            out = [p32[k * (span32 // 4):] for k in range(n)]
+            for k in range(n):
+                lang.cast(out[k], raw[k * per:], "none", self.cols)
+        else:
+            out = [raw[k * per:] for k in range(n)]
+        it = iter(out)
+        return [None if p is None else next(it) for p in params]
+
+    def free_params(self):
+        if getattr(self, "param_q", None) is not None:
+            self.param_q.free_tensor(self.param_raw)
+
+    # -- the pipeline ----------------------------------------------------------------------
+    def process(self) -> None:
+        tr = self.t.tile_rows
+        for i in range(-(-self.nrows // tr)):
+            n = min(tr, self.nrows - i * tr)
+            self.copy_in(i, n)
+            self.compute(n)
+            self.copy_out(i, n)
+        self.free_params()
+
+    def copy_in(self, i: int, n: int) -> None:
+        x = self.in_x.alloc_tensor(self.dtype)
+        copy(x, self.x_gm[i * self.t.tile_rows * self.cols:], n * self.cols)
+        self.in_x.enque(x)
+
+    def compute(self, n: int) -> None:
+        x = self.in_x.deque()
+        y = self.out_y.alloc_tensor(self.dtype)
+        count = n * self.cols
+        if self.wide:
+            x32 = self.work[-1]
+            lang.cast(x32, x, "none", count)
+            self.in_x.free_tensor(x)
+            self.compute_rows(x32, x32, n)
+            lang.cast(y, x32, "rint", count)
+        else:
+            self.compute_rows(x, y, n)
+            self.in_x.free_tensor(x)
+        self.out_y.enque(y)
+
+    def copy_out(self, i: int, n: int) -> None:
+        y = self.out_y.deque()
+        copy(self.y_gm[i * self.t.tile_rows * self.cols:], y, n * self.cols)
+        self.out_y.free_tensor(y)
+
+    def compute_rows(self, x32, out32, n: int) -> None:   # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# -- LayerNorm -------------------------------------------------------------------------------
+class KernelLayerNorm(RowKernel):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance)."""
+    WORK_ROWS = 1
+    STATS = 2
+
+    def __init__(self, x, gamma, beta, y, t: RowTiling, eps: float):
+        super().__init__(x, y, t, "x")
+        self.eps = eps
+        self.gamma, self.beta = self.load_params([gamma, beta], "gamma_beta")
+
+    def compute_rows(self, x32, out32, n):
+        cols = self.cols
+        mean, rstd = self.stats
+        sq = self.work[0]
+        lang.reduce_sum_rows(mean, x32, n, cols)
+        lang.muls(mean, mean, 1.0 / cols, n)
+        lang.sub_per_row(x32, x32, mean, n, cols)               # x - mean (in place)
+        lang.mul(sq, x32, x32, n * cols)
+        lang.reduce_sum_rows(rstd, sq, n, cols)
+        lang.muls(rstd, rstd, 1.0 / cols, n)                    # biased variance, as torch
+        lang.adds(rstd, rstd, self.eps, n)
+        lang.sqrt(rstd, rstd, n)
+        lang.reciprocal(rstd, rstd, n)
+        steps = [("row", rstd)] + [(k, p) for k, p in (("mul", self.gamma), ("add", self.beta)) if p is not None]
+        for j, (kind, v) in enumerate(steps):
+            dst = out32 if j == len(steps) - 1 else x32
+            if kind == "row":
+                lang.mul_per_row(dst, x32, v, n, cols)
+            elif kind == "mul":
+                lang.mul_per_col(dst, x32, v, n, cols)
+            else:
+                lang.add_per_col(dst, x32, v, n, cols)
+
+
+def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
+    KernelLayerNorm(x, gamma, beta, y, t, eps).process()
+
+
+def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = 2,
+                      tile_rows: int | None = None) -> RowTiling:
+    """LayerNorm: one fp32 scratch row set (x - mean squared) a tile, plus the fp32 copy for
+    fp16; gamma and beta kept for the block."""
+    wide = np.dtype(dtype) != F32
+    fixed = 2 * _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
+    return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=1 + wide,
+                      fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows)
+
+
+def check_layer_norm(x_shape, x_dtype, normalized_shape, w_spec=None, b_spec=None) -> int:
+    """Validate LayerNorm inputs; returns cols = prod(normalized_shape)."""
+    dt = check_float("layer_norm", "input", x_dtype)
+    ns = tuple(int(d) for d in normalized_shape)
+    if not ns or tuple(x_shape[len(x_shape) - len(ns):]) != ns or len(ns) > len(x_shape):
+        raise ShapeError(f"layer_norm: normalized_shape {ns} must be the last dimensions of the "
+                         f"input, whose shape is {tuple(x_shape)}")
+    for name, spec in (("weight", w_spec), ("bias", b_spec)):
+        if spec is not None:
+            if tuple(spec[0]) != ns:
+                raise ShapeError(f"layer_norm: {name} has shape {tuple(spec[0])}; expected normalized_shape {ns}")
+            if np.dtype(spec[1]) != dt:
+                raise ShapeError(f"layer_norm: {name} is {np.dtype(spec[1])} and the input {dt}; they must match")
+    return int(np.prod(ns))
+
+
+def _run_rows(kernel, x, params, t: RowTiling, chip, mode, *extra):
+    y = np.zeros_like(x)
+    flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in params]
+    args = [np.ascontiguousarray(x).reshape(-1), *flat, y.reshape(-1), t, *extra]
+    outs, trace = lang.launch(kernel, t.block_dim, *args, chip=chip, mode=mode)
+    out = outs[1 + len(params)]
+    return (out.reshape(x.shape) if out is not None else None), trace
+
+
+def launch_layer_norm(x, gamma, beta, t: RowTiling, eps: float, chip="910", mode="functional"):
+    """Run LayerNorm with a tiling the host made; x is (..., cols). Returns (y, trace)."""
+    return _run_rows(layer_norm_kernel, x, [gamma, beta], t, chip, mode, float(eps))
+
+
+# -- RMSNorm ---------------------------------------------------------------------------------
+class KernelRmsNorm(RowKernel):
+    """y = x / sqrt(mean(x^2) + eps) * gamma over each row."""
+    WORK_ROWS = 1
+    STATS = 1
+
+    def __init__(self, x, gamma, y, t: RowTiling, eps: float):
+        super().__init__(x, y, t, "x")
+        self.eps = eps
+        (self.gamma,) = self.load_params([gamma], "gamma")
+
+    def compute_rows(self, x32, out32, n):
+        cols = self.cols
+        (rstd,) = self.stats
+        sq = self.work[0]
+        lang.mul(sq, x32, x32, n * cols)
+        lang.reduce_sum_rows(rstd, sq, n, cols)
+        lang.muls(rstd, rstd, 1.0 / cols, n)
+        lang.adds(rstd, rstd, self.eps, n)
+        lang.sqrt(rstd, rstd, n)
+        lang.reciprocal(rstd, rstd, n)
+        if self.gamma is None:
+            lang.mul_per_row(out32, x32, rstd, n, cols)
+        else:
+            lang.mul_per_row(x32, x32, rstd, n, cols)
+            lang.mul_per_col(out32, x32, self.gamma, n, cols)
+
+
+def rms_norm_kernel(x, gamma, y, t: RowTiling, eps: float) -> None:
+    KernelRmsNorm(x, gamma, y, t, eps).process()
+
+
+def rms_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = 2,
+                    tile_rows: int | None = None) -> RowTiling:
+    wide = np.dtype(dtype) != F32
+    fixed = _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (cols * 4 if wide else 0)
+    return row_tiling(rows, cols, dtype, chip, what="RMSNorm", work_rows=1 + wide,
+                      fixed_bytes=fixed, stats=1, buffer_num=buffer_num, tile_rows=tile_rows)
+
+
+def launch_rms_norm(x, gamma, t: RowTiling, eps: float, chip="910", mode="functional"):
+    return _run_rows(rms_norm_kernel, x, [gamma], t, chip, mode, float(eps))
+
+
+# -- BatchNorm (inference) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatchNormTiling:
+    """NCHW viewed as N x C planes of H*W; a tile = one image, ``tile_c`` channels, ``tile_hw``
+    elements of each plane (rows start on 32-byte blocks in UB: ``row_stride``)."""
+    n: int
+    c: int
+    hw: int
+    dtype: str
+    tile_c: int          # channels a tile (a multiple of 8, or all of C)
+    tile_hw: int         # plane elements a tile
+    row_stride: int      # UB elements between the rows of a tile (tile_hw rounded up to a block)
+    work_items: int      # N x ceil(C / tile_c) x ceil(HW / tile_hw)
+    items_per_block: int
+    block_dim: int
+    buffer_num: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip="910", buffer_num: int = 2) -> BatchNormTiling:
+    chip = get_chip(chip)
+    dt = check_float("BatchNorm", "input", dtype)
+    if min(n, c, hw) < 1:
+        raise ShapeError(f"BatchNorm: empty input (N, C, H*W) = ({n}, {c}, {hw})")
+    per_block = BLOCK_BYTES // dt.itemsize
+    c_al = _round_up(c, 8)
+    fixed = 4 * _round_up(c * dt.itemsize, BLOCK_BYTES) + 6 * c_al * 4 + 16 * BLOCK_BYTES
+    free = chip.buffers.ub - fixed
+    per_elem = 2 * buffer_num * dt.itemsize + (4 if dt != F32 else 0)
+    if free < 8 * per_block * per_elem:
+        raise ShapeError(f"BatchNorm: {c} channels need {fixed:,} B of UB for the statistics and "
+                         f"chip '{chip.name}' has {chip.buffers.ub:,} B")
+    elems = free // per_elem                          # tile_c x row_stride elements at most
+    hw_al = _round_up(hw, per_block)
+    tile_c = c if c * hw_al <= elems else max(8, min(c, elems // hw_al) // 8 * 8)
+    if tile_c > c:
+        tile_c = c
+    tile_hw = hw if tile_c * hw_al <= elems else max(per_block, (elems // tile_c) // per_block * per_block)
+    row_stride = _round_up(tile_hw, per_block)
+    items = n * -(-c // tile_c) * -(-hw // tile_hw)
+    ipb = -(-items // chip.ai_cores)
+    return BatchNormTiling(n, c, hw, dt.name, tile_c, tile_hw, row_stride, items, ipb,
+                           -(-items // ipb), buffer_num)
+
+
+class KernelBatchNorm:
+    """y[n, c] = x[n, c] * a[c] + b[c], a = weight / sqrt(var + eps), b = bias - mean * a
+    (a and b computed on the vector unit once a block)."""
+
+    def __init__(self, x, mean, var, weight, bias, y, t: BatchNormTiling, eps: float):
+        self.t, self.eps = t, eps
+        self.x_gm, self.y_gm = x, y
+        self.dtype = np.dtype(t.dtype)
+        self.wide = self.dtype != F32
+        self.first = get_block_idx() * t.items_per_block
+        self.count = max(0, min(t.items_per_block, t.work_items - self.first))
+        self.pipe = Pipe()
+        tile = t.tile_c * t.row_stride
+        self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
+        self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
+        self.pipe.init_buffer(self.out_y, t.buffer_num, tile * self.dtype.itemsize)
+        if self.wide:
+            w = TBuf(VECCALC, "x32")
+            self.pipe.init_buffer(w, tile * 4)
+            self.x32 = w.get(F32)
+        self.params(mean, var, weight, bias)
+
+    def params(self, mean, var, weight, bias):
+        c = self.t.c
+        item = self.dtype.itemsize
+        span = _round_up(c * item, BLOCK_BYTES) // item
+        c8 = _round_up(c, 8)
+        q = Queue(VECIN, "in_stats")
+        self.pipe.init_buffer(q, 1, 4 * span * item)
+        raw = q.alloc_tensor(self.dtype)
+        for k, g in enumerate((mean, var, weight, bias)):
+            if g is not None:
+                copy(raw[k * span:], g, c)
+        q.enque(raw)
+        raw = q.deque()
+        buf = TBuf(VECCALC, "scale_shift")
+        self.pipe.init_buffer(buf, 6 * c8 * 4)
+        p = buf.get(F32)
+        m32, v32, a, b, w32, b32 = (p[k * c8:] for k in range(6))
+
+        def widen(dst, k):                                       # parameter k as fp32
+            if self.wide:
+                lang.cast(dst, raw[k * span:], "none", c)
+            else:
+                lang.adds(dst, raw[k * span:], 0.0, c)
+        widen(m32, 0)
+        widen(v32, 1)
+        lang.adds(v32, v32, self.eps, c)
+        lang.sqrt(v32, v32, c)
+        lang.reciprocal(a, v32, c)                                # a = 1 / sqrt(var + eps)
+        if weight is not None:
+            widen(w32, 2)
+            lang.mul(a, a, w32, c)                                # a = weight / sqrt(var + eps)
+        lang.mul(b, m32, a, c)
+        lang.muls(b, b, -1.0, c)                                  # b = -mean * a
+        if bias is not None:
+            widen(b32, 3)
+            lang.add(b, b, b32, c)                                # b = bias - mean * a
+        q.free_tensor(raw)
+        self.a, self.b = a, b
+
+    def _item(self, k):
+        t = self.t
+        nc = -(-t.c // t.tile_c)
+        nh = -(-t.hw // t.tile_hw)
+        n, rest = divmod(k, nc * nh)
+        ci, hi = divmod(rest, nh)
+        c0, h0 = ci * t.tile_c, hi * t.tile_hw
+        return n, c0, min(t.tile_c, t.c - c0), h0, min(t.tile_hw, t.hw - h0)
+
+    def process(self):
+        t = self.t
+        for k in range(self.first, self.first + self.count):
+            n, c0, nc, h0, nh = self._item(k)
+            base = (n * t.c + c0) * t.hw + h0
+            x = self.in_x.alloc_tensor(self.dtype)
+            if nh == t.hw and t.row_stride == t.hw:
+                copy(x, self.x_gm[base:], nc * t.hw)               # whole planes: one copy
+            else:
+                for r in range(nc):
+                    copy(x[r * t.row_stride:], self.x_gm[base + r * t.hw:], nh)
+            self.in_x.enque(x)
+            x = self.in_x.deque()
+            y = self.out_y.alloc_tensor(self.dtype)
+            src, dst = (self.x32, self.x32) if self.wide else (x, y)
+            if self.wide:
+                lang.cast(self.x32, x, "none", (nc - 1) * t.row_stride + nh)
+            lang.mul_per_row(dst, src, self.a[c0:], nc, nh, t.row_stride)
+            lang.add_per_row(dst, dst, self.b[c0:], nc, nh, t.row_stride)
+            if self.wide:
+                lang.cast(y, self.x32, "rint", (nc - 1) * t.row_stride + nh)
+            self.in_x.free_tensor(x)
+            self.out_y.enque(y)
+            y = self.out_y.deque()
+            if nh == t.hw and t.row_stride == t.hw:
+                copy(self.y_gm[base:], y, nc * t.hw)
+            else:
+                for r in range(nc):
+                    copy(self.y_gm[base + r * t.hw:], y[r * t.row_stride:], nh)
+            self.out_y.free_tensor(y)
+
+
+def batch_norm_kernel(x, mean, var, weight, bias, y, t: BatchNormTiling, eps: float) -> None:
+    KernelBatchNorm(x, mean, var, weight, bias, y, t, eps).process()
+
+
+def launch_batch_norm(x, mean, var, weight, bias, t: BatchNormTiling, eps: float, chip="910",
+                      mode="functional"):
+    """x: (N, C, *spatial). Returns (y, trace)."""
+    y = np.zeros_like(x)
+    flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in (mean, var, weight, bias)]
+    outs, trace = lang.launch(batch_norm_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), *flat,
+                              y.reshape(-1), t, float(eps), chip=chip, mode=mode)
+    return (outs[5].reshape(x.shape) if outs[5] is not None else None), trace

@@ -1,0 +1,83 @@
+"""2-D pooling (ops-nn's pooling family) as in ``torch.nn.functional``, NCHW numpy arrays:
+max_pool2d, avg_pool2d, and the fused avg_pool2d_scale (average pool times a scale, one kernel).
+
+Op types: MaxPool, AvgPool (attribute ``scale`` = 1), AvgPoolScale (the fused kernel).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..kernels.pooling import launch_pool, pool_tiling
+from .registry import dispatch, register
+
+
+def _tiling(mode):
+    def tiling(specs, chip, kernel_size=1, stride=None, padding=0, dilation=1, ceil_mode=False,
+               count_include_pad=True, scale=1.0):
+        (x,) = specs
+        return pool_tiling(mode, x.shape, x.dtype, kernel_size, stride, padding, dilation, ceil_mode,
+                           count_include_pad, scale, chip)
+    return tiling
+
+
+def _run(arrays, t, chip, mode, **attrs):
+    return launch_pool(arrays[0], t, chip, mode)
+
+
+register("MaxPool", "pooling", _tiling("max"), _run, "2-D max pooling, NCHW, padding/stride/dilation/ceil_mode")
+register("AvgPool", "pooling", _tiling("avg"), _run, "2-D average pooling, NCHW, count_include_pad/ceil_mode")
+register("AvgPoolScale", "pooling", _tiling("avg"), _run,
+         "fused 2-D average pooling x scale: the pooled plane never goes to GM")
+
+
+def _tuple(v):
+    if v is None:
+        return None
+    return int(v) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+
+
+def _out(y, trace, return_trace):
+    return (y, trace) if return_trace else y
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False, *, chip="910", return_trace: bool = False):
+    """``torch.nn.functional.max_pool2d`` on an (N, C, H, W) array; padding counts as -inf.
+    ``return_indices`` is not supported."""
+    if return_indices:
+        raise ShapeError("max_pool2d: return_indices=True is not supported by npulab's MaxPool kernel")
+    y, trace = dispatch("MaxPool", np.asarray(input), chip=chip, kernel_size=_tuple(kernel_size),
+                        stride=_tuple(stride), padding=_tuple(padding), dilation=_tuple(dilation),
+                        ceil_mode=bool(ceil_mode))
+    return _out(y, trace, return_trace)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None, *, chip="910",
+               return_trace: bool = False):
+    """``torch.nn.functional.avg_pool2d`` on an (N, C, H, W) array (``divisor_override`` is not
+    supported)."""
+    if divisor_override is not None:
+        raise ShapeError("avg_pool2d: divisor_override is not supported by npulab's AvgPool kernel")
+    y, trace = dispatch("AvgPool", np.asarray(input), chip=chip, kernel_size=_tuple(kernel_size),
+                        stride=_tuple(stride), padding=_tuple(padding), ceil_mode=bool(ceil_mode),
+                        count_include_pad=bool(count_include_pad))
+    return _out(y, trace, return_trace)
+
+
+def avg_pool2d_scale(input, kernel_size, scale: float, stride=None, padding=0, ceil_mode: bool = False,
+                     count_include_pad: bool = True, *, chip="910", return_trace: bool = False):
+    """Fused ``avg_pool2d(input, ...) * scale`` in one kernel: the scale is folded into the
+    divisor, so the pooled plane is never written to GM and no extra pass is paid."""
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        raise ShapeError(f"avg_pool2d_scale: scale must be a number, got {scale!r}") from None
+    y, trace = dispatch("AvgPoolScale", np.asarray(input), chip=chip, kernel_size=_tuple(kernel_size),
+                        stride=_tuple(stride), padding=_tuple(padding), ceil_mode=bool(ceil_mode),
+                        count_include_pad=bool(count_include_pad), scale=scale)
+    return _out(y, trace, return_trace)
+
+
+__all__ = ["max_pool2d", "avg_pool2d", "avg_pool2d_scale"]

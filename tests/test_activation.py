@@ -1,0 +1,105 @@
+"""ReLU, GELU (erf and tanh), SiLU and softmax (any axis) against PyTorch on the CPU."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import npulab
+import npulab.ops as ops
+from npulab.kernels.activation import activation_tiling
+from tolerances import assert_close
+
+F = torch.nn.functional
+DTYPES = st.sampled_from([np.float16, np.float32])
+SHAPES = st.lists(st.integers(1, 9), min_size=1, max_size=4)
+SETTINGS = settings(max_examples=15, deadline=None, derandomize=True)
+
+
+def _rand(shape, dtype, seed, scale=3.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def _seed(shape):
+    return int(np.prod(shape)) * 7 + len(shape)
+
+
+ACTS = {
+    "relu": (ops.relu, F.relu),
+    "silu": (ops.silu, F.silu),
+    "gelu": (ops.gelu, F.gelu),
+    "gelu_tanh": (lambda x, chip: ops.gelu(x, "tanh", chip=chip), lambda x: F.gelu(x, approximate="tanh")),
+}
+
+
+@SETTINGS
+@given(shape=SHAPES, dtype=DTYPES, name=st.sampled_from(sorted(ACTS)), chip=st.sampled_from(["teach", "910"]))
+def test_activations_match_torch(shape, dtype, name, chip):
+    x = _rand(shape, dtype, _seed(shape))
+    ours, theirs = ACTS[name]
+    y = ours(x, chip=chip)
+    assert y.dtype == dtype and y.shape == x.shape
+    assert_close(y, theirs(torch.tensor(x.astype(np.float32))).numpy())
+
+
+@pytest.mark.parametrize("name", sorted(ACTS))
+def test_activations_over_a_wide_range_in_many_tiles(name):
+    # -12 .. 12 covers GELU's tails (the erf polynomial, exp overflow in the tanh form) and
+    # 3000 elements on the teaching chip run several tiles a block
+    x = np.linspace(-12, 12, 3000, dtype=np.float32)
+    ours, theirs = ACTS[name]
+    y, trace = (ours(x, chip="teach", return_trace=True) if name != "gelu_tanh"
+                else ops.gelu(x, "tanh", chip="teach", return_trace=True))
+    assert_close(y, theirs(torch.tensor(x)).numpy())
+    t = activation_tiling(3000, np.float32, "relu", "teach")
+    assert t.tile < t.block_factor
+    assert trace.summary()["vec_ratio"] > 0
+
+
+def test_relu_is_exact_and_gelu_erf_costs_more_vector_time_than_tanh():
+    x = _rand((64, 64), np.float16, 1)
+    assert np.array_equal(ops.relu(x, chip="teach"), np.maximum(x, np.float16(0)))
+    _, t_erf = ops.gelu(x, chip="teach", return_trace=True)
+    _, t_tanh = ops.gelu(x, "tanh", chip="teach", return_trace=True)
+    assert t_erf.busy_cycles(0)[5] > t_tanh.busy_cycles(0)[5]
+
+
+@SETTINGS
+@given(shape=SHAPES, dtype=DTYPES, data=st.data(), chip=st.sampled_from(["teach", "910"]))
+def test_softmax_any_dim_matches_torch(shape, dtype, data, chip):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = _rand(shape, dtype, _seed(shape), scale=4.0)
+    y = ops.softmax(x, dim, chip=chip)
+    assert_close(y, F.softmax(torch.tensor(x.astype(np.float32)), dim).numpy())
+
+
+def test_softmax_is_stable_for_large_inputs():
+    x = np.array([[1000.0, 1001.0, 1002.0, -1000.0] * 10] * 3, np.float32)
+    y = ops.softmax(x, -1, chip="teach")
+    assert np.all(np.isfinite(y))
+    assert_close(y, F.softmax(torch.tensor(x), -1).numpy())
+    y0 = ops.softmax(x, 0, chip="teach")
+    assert_close(y0, F.softmax(torch.tensor(x), 0).numpy())
+
+
+def test_activation_errors():
+    with pytest.raises(npulab.ShapeError, match="approximate must be 'none' or 'tanh'"):
+        ops.gelu(np.ones(4, np.float32), approximate="sigmoid")
+    with pytest.raises(npulab.ShapeError, match="float16 or float32"):
+        ops.relu(np.ones(4, np.int32))
+    with pytest.raises(npulab.ShapeError, match=r"dim=3 is out of range for an input with 2 dims"):
+        ops.softmax(np.ones((2, 3), np.float32), 3)
+    with pytest.raises(npulab.ShapeError, match="dim must be an integer"):
+        ops.softmax(np.ones((2, 3), np.float32), 1.5)
+    with pytest.raises(npulab.ShapeError, match="Use a shorter softmax axis"):
+        ops.softmax(np.ones((5000, 2), np.float32), 0, chip="teach")
+
+
+def test_bench_vector_rows_have_the_bench_fields():
+    from npulab.kernels.bench_vector import bench_vector
+    rows = bench_vector("teach", shape=(2, 8, 64), dtypes=(np.float32,))
+    assert [(r["op"], r.get("approximate")) for r in rows] == [("LayerNorm", None), ("SoftmaxV2", None),
+                                                              ("Gelu", "none"), ("Gelu", "tanh")]
+    for r in rows:
+        assert {"op", "shape", "dtype", "chip", "tiling", "cycles", "lower_bound_cycles", "utilization"} <= set(r)
+        assert 0 < r["utilization"] <= 1 and r["lower_bound_cycles"] < r["cycles"]
