@@ -12,6 +12,7 @@ and runs with ``launch(kernel, block_dim, *args, chip="910")``.
 from .context import get_block_idx, get_block_num
 from .copy import data_copy, data_copy_pad
 from .cube import data_copy_nd2nz, fixpipe, load_data, mmad
+from .conv_load import data_copy_strided, fixpipe_channelwise, load_3d  # noqa: F401 (img2col path)
 from .launch import LaunchResult, launch
 from .pipe import Pipe, Queue, TBuf
 from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
@@ -19,6 +20,8 @@ from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, 
 from .tensor import A1, A2, B1, B2, CO1, CO2, VECCALC, VECIN, VECOUT, GlobalTensor, LocalTensor, Position
 from .vector import (abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, min, mins, mul, muls,
                      reciprocal, reduce_max, reduce_sum, relu, sqrt, sub)
+from .vector import (add_per_col, add_per_row, div_per_row, gather, max_per_col, mul_per_col,
+                     mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col, sub_per_row)
 
 __all__ = [
     "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
@@ -28,4 +31,6 @@ __all__ = [
     "cast", "div", "duplicate", "exp", "ln", "max", "maxs", "min", "mins", "mul", "muls",
     "reciprocal", "reduce_max", "reduce_sum", "relu", "sqrt", "sub",
     "data_copy_nd2nz", "load_data", "mmad", "fixpipe",
+    "reduce_sum_rows", "reduce_max_rows", "add_per_row", "sub_per_row", "mul_per_row", "div_per_row",
+    "add_per_col", "sub_per_col", "mul_per_col", "max_per_col", "gather",
 ]

@@ -1,0 +1,452 @@
+"""Host side of the img2col convolution: the tiling struct, group enlargement, the slab
+geometry of every M tile, the "can implement" check and the default tiling function.
+
+A convolution is the matmul C (M, N) = A (M, K) x B (K, N) with M = batch x output pixels,
+N = output channels of a group and K = C1 x taps x C0 (the input channels of a group in blocks
+of C0, times kd x kh x kw taps). The tiling cuts it as the matmul templates do
+(:mod:`npulab.kernels.matmul_tiling`):
+
+* **block tiles** TILE_M x TILE_N of C, spread over the cores by the matmul templates' block
+  scheduler (with its swizzle), one L0C tile each;
+* **L1 steps** of C1_STEP channel blocks: the feature-map *slab* (the input rows, x C1_STEP
+  x W x C0, that the tile's output pixels read) and the FRACTAL_Z weight window
+  (C1_STEP x taps x C0 by TILE_N) sit in L1, ``l1_buffers`` of each;
+* **L0 steps** of TILE_K0 columns of K: ``load_3d`` expands the slab into L0A (img2col),
+  ``load_data`` brings the weights into L0B, one ``mmad`` each.
+
+**Group enlargement** (CANN's Conv2D tiling does the same): a group with few channels wastes
+most of a C0 block, so E groups are merged into one with block-diagonal weights, E =
+min(lcm(Cin_g, C0) / Cin_g, lcm(Cout_g, 16) / Cout_g, groups). A depthwise fp16 conv runs as
+groups of 16 channels: the map moves without padding, the cube multiplies the zeros of the
+block-diagonal weights (1/16 of its MACs are useful: depthwise belongs on the vector unit on a
+real chip; here it is correct, not fast).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from .. import formats as F
+from ..chips import ChipSpec, get_chip
+from ..errors import BufferOverflowError, ShapeError
+from ..lang.conv_load import ConvGeom
+from ..sim.memory import fmt_bytes
+from .matmul_tiling import MatmulTiling, best_swizzle
+
+SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int8))
+ACC_DTYPE = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
+             np.dtype(np.int8): np.dtype(np.int32)}
+EPI_SLOTS = 2              # the epilogue vectors of tile t+1 load while FixPipe reads tile t's
+MAX_MNK = 4095
+L0C_TILE_ELEMS = 32768     # 2 x (TILE_M x TILE_N) fp32 fill the 256 KiB L0C of the 910
+MMAD_STARTUP_SHARE = 0.05  # the default tiling aims for mmads long enough to hide start-up
+
+
+@dataclass(frozen=True)
+class ConvTiling:
+    """The TilingData struct of the conv kernel: the problem (after group enlargement), the
+    epilogue and the tile sizes."""
+    # problem
+    batch: int
+    groups: int                # groups after enlargement (G')
+    cin_e: int                 # input channels of one (enlarged) group
+    cout_e: int                # output channels of one (enlarged) group
+    cout: int                  # real output channels in all (the output's row length)
+    geom: ConvGeom
+    dtype: str
+    out_dtype: str
+    # epilogue
+    has_bias: bool = False
+    scale: str = "none"        # "none", "tensor" (scale_value) or "channel" (a vector)
+    scale_value: float = 1.0
+    has_offset: bool = False
+    relu: bool = False
+    # tiles
+    tile_m: int = 128
+    tile_n: int = 128
+    c1_step: int = 1           # C1_STEP: channel blocks per L1 step
+    tile_k0: int = 16          # TILE_K0: columns of K per mmad
+    l1_buffers: int = 2
+    l0_buffers: int = 2
+    l0c_buffers: int = 2
+    w_resident: bool = False   # the whole group's weights stay in L1 (loaded once per core)
+    block_dim: int = 1
+    swizzle_offset: int = 1
+    swizzle_direction: int = 0
+    name: str = "custom"
+    sample_loops: int = 0      # > 0: each block runs only its first N block tiles (estimates)
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    @property
+    def acc_dtype(self) -> np.dtype:
+        return ACC_DTYPE[self.np_dtype]
+
+    @property
+    def c0(self) -> int:
+        return F.c0_of(self.np_dtype)
+
+    @property
+    def c1(self) -> int:
+        return -(-self.cin_e // self.c0)
+
+    @property
+    def m(self) -> int:
+        return self.batch * self.geom.out_pixels
+
+    @property
+    def k(self) -> int:
+        return self.c1 * self.geom.taps * self.c0
+
+    @property
+    def n1(self) -> int:
+        """16-channel fractal columns of one group's weights (FRACTAL_Z's N1)."""
+        return -(-self.cout_e // 16)
+
+    @property
+    def m_loops(self) -> int:
+        return -(-self.m // self.tile_m)
+
+    @property
+    def n_loops(self) -> int:
+        return -(-self.cout_e // self.tile_n)
+
+    @property
+    def core_loops(self) -> int:
+        return self.groups * self.m_loops * self.n_loops
+
+    @property
+    def gemm(self) -> MatmulTiling:
+        """The matmul the conv is, as the matmul templates' block scheduler sees it."""
+        return MatmulTiling(batch=self.groups, m=self.m, n=self.cout_e, k=self.k, dtype=self.dtype,
+                            tile_m=self.tile_m, tile_n=self.tile_n,
+                            tile_k=self.c1_step * self.geom.taps * self.c0, tile_k0=self.tile_k0,
+                            l1_buffers=self.l1_buffers, l0_buffers=self.l0_buffers,
+                            l0c_buffers=self.l0c_buffers, block_dim=self.block_dim,
+                            swizzle_offset=self.swizzle_offset,
+                            swizzle_direction=self.swizzle_direction, name=self.name)
+
+    @property
+    def vectors(self) -> tuple:
+        """The per-channel epilogue vectors, in GM argument order."""
+        return tuple(v for v, on in (("bias", self.has_bias), ("scale", self.scale == "channel"),
+                                     ("offset", self.has_offset)) if on)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def recipe(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n} c1_step={self.c1_step} k0={self.tile_k0}"
+                f"{' w_resident' if self.w_resident else ''} "
+                f"buf={self.l1_buffers}/{self.l0_buffers}/{self.l0c_buffers} "
+                f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'} "
+                f"blocks={self.block_dim}")
+
+
+# -- group enlargement --------------------------------------------------------------------------
+def enlarge(groups: int, cin_g: int, cout_g: int, c0: int) -> int:
+    """How many groups to merge into one (CANN's Conv2D ``enlarge``)."""
+    if groups == 1:
+        return 1
+    e_in = math.lcm(cin_g, c0) // cin_g
+    e_out = math.lcm(cout_g, 16) // cout_g
+    return max(1, min(e_in, e_out, groups))
+
+
+# -- the slab each M tile reads -----------------------------------------------------------------
+def _box(geom: ConvGeom, img: int, q0: int, q1: int) -> tuple:
+    """(image, d0, nd, start, length): the input pixels output pixels q0..q1 (inclusive, one
+    image) read: depth planes d0..d0+nd-1, and in each the ``length`` pixels from flat index
+    ``start`` (= row x W + column). Whole rows, except that the first row is only needed from
+    the first output pixel's first tap and the last row up to the last pixel's last tap
+    (when no padding clips them): a 1x1 conv reads exactly its pixels."""
+    g = geom
+    hw = g.oh * g.ow
+    od0, oh0, ow0 = q0 // hw, (q0 % hw) // g.ow, q0 % g.ow
+    od1, oh1, ow1 = q1 // hw, (q1 % hw) // g.ow, q1 % g.ow
+    (sd, sh, sw), (dd, dh, dw), (pd, ph, pw) = g.stride, g.dilation, g.pad
+    d_lo, d_hi = max(0, od0 * sd - pd), min(g.d - 1, od1 * sd - pd + (g.kd - 1) * dd)
+    if od0 == od1:
+        r_lo, r_hi = oh0 * sh - ph, oh1 * sh - ph + (g.kh - 1) * dh
+        # clamped to [0, w] and [-1, w - 1]: a first (last) row whose pixels read only padding
+        # is not needed at all, the slab starts at the next (ends with the previous) row
+        c_lo = min(g.w, max(0, ow0 * sw - pw)) if r_lo >= 0 else 0
+        c_hi = max(-1, min(g.w - 1, ow1 * sw - pw + (g.kw - 1) * dw)) if r_hi <= g.h - 1 else g.w - 1
+        r_lo, r_hi = max(0, r_lo), min(g.h - 1, r_hi)
+    else:
+        r_lo, r_hi, c_lo, c_hi = 0, g.h - 1, 0, g.w - 1
+    start, end = r_lo * g.w + c_lo, r_hi * g.w + c_hi
+    if d_hi < d_lo or end < start:
+        return img, d_lo, 0, start, 0
+    return img, d_lo, d_hi - d_lo + 1, start, end - start + 1
+
+
+@lru_cache(maxsize=8192)
+def tile_boxes(geom: ConvGeom, batch: int, tile_m: int, c0: int, m_idx: int) -> tuple:
+    """(boxes, c1_elems) of M tile ``m_idx``: each box (image, d0, nd, start, length, base)
+    with its start ``base`` in a slab channel block, and the elements of one channel block."""
+    P = geom.out_pixels
+    p0 = m_idx * tile_m
+    p1 = min(batch * P, p0 + tile_m) - 1
+    boxes, base = [], 0
+    for img in range(p0 // P, p1 // P + 1):
+        q0, q1 = max(p0, img * P) - img * P, min(p1, img * P + P - 1) - img * P
+        b = _box(geom, img, q0, q1)
+        boxes.append(b + (base,))
+        base += b[2] * b[4] * c0
+    return tuple(boxes), max(base, c0)
+
+
+@lru_cache(maxsize=1024)
+def max_slab(geom: ConvGeom, batch: int, tile_m: int, c0: int) -> int:
+    """The largest slab channel block (elements) any M tile needs."""
+    m_loops = -(-batch * geom.out_pixels // tile_m)
+    return max(tile_boxes(geom, batch, tile_m, c0, i)[1] for i in range(m_loops))
+
+
+def map_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
+    """The strided copies (dst offset in the slab, src offset from the group's channel block
+    c1_lo of image 0, block_count, block_len, src_stride, dst_stride) that bring ``cs`` channel
+    blocks of an M tile's boxes into L1: one per box (per depth plane when a box holds part of
+    several planes); a run of whole images is copied per channel block instead when that takes
+    fewer copies (a 7 x 7 map at batch 32)."""
+    g, c0 = t.geom, t.c0
+    plane = g.h * g.w * c0
+    block = g.d * plane
+    image = t.groups * t.c1 * block
+    full = [b[2] == g.d and b[4] == g.h * g.w for b in boxes]
+    out, i = [], 0
+    while i < len(boxes):
+        j = i
+        while j < len(boxes) and full[j]:
+            j += 1
+        if j - i >= 2 and cs < j - i:
+            img, base = boxes[i][0], boxes[i][5]
+            out += [(c * c1_elems + base, img * image + c * block, j - i, block, image, block)
+                    for c in range(cs)]
+            i = j
+            continue
+        img, d0, nd, start, length, base = boxes[i]
+        i += 1
+        if nd == 0 or length == 0:
+            continue                              # every tap of these pixels is padding
+        src = img * image + d0 * plane + start * c0
+        if length == g.h * g.w:                   # whole planes: contiguous per channel block
+            out.append((base, src, cs, nd * plane, block, c1_elems))
+        else:
+            out += [(base + z * length * c0, src + z * plane, cs, length * c0, block, c1_elems)
+                    for z in range(nd)]
+    return out
+
+
+# -- buffer demand -------------------------------------------------------------------------------
+def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
+    dt = t.np_dtype
+    item, c0 = dt.itemsize, t.c0
+    slab = t.c1_step * max_slab(t.geom, t.batch, t.tile_m, c0) * item
+    wts = t.c1_step * t.geom.taps * c0 * F.round_up(t.tile_n, 16) * item
+    epi = EPI_SLOTS * len(t.vectors) * F.round_up(t.tile_n * 4, 32)
+    if t.w_resident:
+        wts = t.k * t.n1 * 16 * item
+        return _demand(t, slab, wts, epi, f"{t.l1_buffers} x map slab {fmt_bytes(slab)} + resident "
+                                          f"weights {fmt_bytes(wts)}", t.l1_buffers * slab + wts + epi)
+    return _demand(t, slab, wts, epi, f"{t.l1_buffers} x (map slab {fmt_bytes(slab)} + weights "
+                                      f"{fmt_bytes(wts)})", t.l1_buffers * (slab + wts) + epi)
+
+
+def _demand(t, slab, wts, epi, how, l1):
+    dt = t.np_dtype
+    item = dt.itemsize
+    l0a = t.l0_buffers * F.round_up(t.tile_m, 16) * t.tile_k0 * item
+    l0b = t.l0_buffers * t.tile_k0 * F.round_up(t.tile_n, 16) * item
+    l0c = t.l0c_buffers * F.round_up(t.tile_m, 16) * F.round_up(t.tile_n, 16) * 4
+    return {
+        "L1": (l1, how + (f" + {EPI_SLOTS} x {len(t.vectors)} epilogue vectors" if t.vectors else "")),
+        "L0A": (l0a, f"{t.l0_buffers} x img2col {t.tile_m}x{t.tile_k0} {dt.name}"),
+        "L0B": (l0b, f"{t.l0_buffers} x weights {t.tile_k0}x{t.tile_n} {dt.name}"),
+        "L0C": (l0c, f"{t.l0c_buffers} x C {t.tile_m}x{t.tile_n} {t.acc_dtype.name}"),
+    }
+
+
+def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
+    chip = get_chip(chip)
+    out = []
+    c0 = t.c0
+    for name, v in (("tile_m", t.tile_m), ("tile_n", t.tile_n)):
+        if v < 16 or v % 16 or v > MAX_MNK:
+            out.append(f"{name}={v} must be a multiple of 16 in 16..{MAX_MNK // 16 * 16}")
+    if t.tile_k0 < c0 or t.tile_k0 % c0 or t.tile_k0 > MAX_MNK:
+        out.append(f"tile_k0={t.tile_k0} must be a multiple of C0={c0} ({t.dtype}) up to {MAX_MNK}")
+    if not 1 <= t.c1_step <= t.c1:
+        out.append(f"c1_step={t.c1_step} must be in 1..C1={t.c1}")
+    for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
+        if getattr(t, name) not in (1, 2):
+            out.append(f"{name}={getattr(t, name)} must be 1 or 2")
+    if t.block_dim < 1:
+        out.append(f"block_dim={t.block_dim} must be at least 1")
+    if out:
+        return out
+    for buf, (need, how) in buffer_demand(t).items():
+        cap = chip.buffer_bytes(buf)
+        if need > cap:
+            out.append(f"{buf} needs {fmt_bytes(need)} ({need} B: {how}) but holds "
+                       f"{fmt_bytes(cap)} ({cap} B) on chip '{chip.name}'")
+    return out
+
+
+def can_implement(t: ConvTiling, chip: "ChipSpec | str" = "910") -> bool:
+    """Raise BufferOverflowError / ShapeError naming what does not fit; else True."""
+    found = problems(t, chip)
+    if not found:
+        return True
+    cls = BufferOverflowError if any(" needs " in p for p in found) else ShapeError
+    raise cls(f"conv tiling {t.recipe()} cannot run: " + "; ".join(found) +
+              ". Fix: lower TILE_M / TILE_N / C1_STEP / TILE_K0 or use fewer buffers.")
+
+
+# -- the default tiling ------------------------------------------------------------------------
+BLOCK_TILES = ((128, 256), (256, 128), (512, 64), (256, 64), (128, 128), (64, 256), (128, 64),
+               (64, 128), (64, 64), (32, 64), (64, 32), (32, 32), (16, 64), (16, 32), (16, 16))
+
+
+def _per_step(chip, item) -> float:
+    return 16 * 16 * (32 // item) / {1: chip.cube.macs_per_cycle_int8, 2: chip.cube.macs_per_cycle_fp16,
+                                     4: chip.cube.macs_per_cycle_fp16 / 2}[item]
+
+
+def estimate_cycles(t: ConvTiling, chip) -> float:
+    """A quick analytic estimate of the kernel's cycles (the default tiling's score).
+
+    Three bounds on the busiest core, the largest wins, plus filling the pipeline (the first
+    step's copies) and draining it (the last tile's FixPipe):
+
+    * compute: per L1 step of each of its block tiles the busier of cube (mmads with start-up)
+      and MTE1 (img2col and weight loads); partial tiles cost less;
+    * MTE2: copy start-ups, L2 hits at the MTE2 rate, and the HBM misses at the core's share
+      (:mod:`npulab.sim.gm`: a core's reads and writes split its share of HBM, so its misses
+      take (read + write bytes) / share in all);
+    * FixPipe: the same (read + write bytes) / share."""
+    chip = get_chip(chip)
+    c0, item = t.c0, t.np_dtype.itemsize
+    p, cube = chip.pipes, chip.cube
+    per_step = _per_step(chip, item)
+    taps = t.geom.taps
+    out_item = np.dtype(t.out_dtype).itemsize
+    gm = t.gemm
+    from .matmul_tiling import swizzle_coord
+    shapes: dict = {}
+    tiles = 0
+    for i in range(0, t.core_loops, t.block_dim):             # core 0 runs the most tiles
+        _, mi, ni = swizzle_coord(gm, i, 1, 0)
+        key = (min(t.tile_m, t.m - mi * t.tile_m), min(t.tile_n, t.cout_e - ni * t.tile_n))
+        shapes[key] = shapes.get(key, 0) + 1
+        tiles += 1
+    boxes, c1_elems = tile_boxes(t.geom, t.batch, t.tile_m, c0, 0)
+    slab = c1_elems * item
+    compute, dmas, first = 0.0, 0, None
+    for (m, n), count in shapes.items():
+        m1, n16 = -(-m // 16), F.round_up(n, 16)
+        for c1_lo in range(0, t.c1, t.c1_step):
+            cs = min(t.c1_step, t.c1 - c1_lo)
+            kc = cs * taps * c0
+            ks = [min(t.tile_k0, kc - k) for k in range(0, kc, t.tile_k0)]
+            cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // c0) * per_step for kk in ks)
+            m1e = len(ks) * 2 * p.mte1_startup_cycles + (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
+            d = len(map_copies(t, boxes, cs, c1_elems)) + (0 if t.w_resident else 1)
+            nb = cs * slab + (0 if t.w_resident else kc * n16 * item)
+            m2 = d * p.mte2_startup_cycles + nb / p.mte2_bytes_per_cycle
+            if first is None:
+                first = m2
+            compute += count * max(cu, m1e, m2)
+            dmas += count * d
+    active = min(t.block_dim, chip.ai_cores)
+    share = chip.gm_share_bytes_per_cycle(active)
+    m_tiles_core = t.groups * t.m_loops / active              # each map slab misses once
+    reads = tiles * t.c1 * slab                               # slab bytes the core copies
+    misses = m_tiles_core * t.c1 * slab
+    w_bytes = t.k * t.n1 * 16 * item
+    w_copies = w_bytes * (t.groups / active if t.w_resident else tiles * t.tile_n / (t.n1 * 16))
+    writes = tiles * t.tile_m * t.tile_n * out_item
+    hbm = (misses + writes) / share
+    mte2 = (dmas * p.mte2_startup_cycles + max(misses / p.mte2_bytes_per_cycle, hbm)
+            + (reads - misses + w_copies) / p.mte2_bytes_per_cycle)
+    fix = hbm + tiles * p.fix_startup_cycles
+    fill = first + (w_bytes / p.mte2_bytes_per_cycle if t.w_resident else 0)
+    w_share = share * writes / max(1.0, writes + misses)    # the core's write part of its share
+    drain = p.fix_startup_cycles + t.tile_m * t.tile_n * out_item / min(p.fix_bytes_per_cycle, w_share)
+    return max(compute, mte2, fix) + fill + drain
+
+
+def _steps(c1: int) -> list[int]:
+    out, s = [], c1
+    while True:
+        out.append(s)
+        if s == 1:
+            return out
+        s = -(-s // 2)
+
+
+def candidates(t: ConvTiling, chip):
+    """Every tiling the default tiling function considers for problem ``t``."""
+    c0, item = t.c0, t.np_dtype.itemsize
+    seen = set()
+    m1 = -(-t.m // 16)
+    balanced = []                  # block tiles whose count is close to a multiple of the cores
+    for tn in (256, 128, 64):
+        n_loops = t.groups * -(-t.cout_e // tn)
+        for rounds in range(1, 9):
+            m_loops = -(-rounds * chip.ai_cores // n_loops)
+            tm = 16 * -(-m1 // m_loops)
+            if 16 <= tm <= L0C_TILE_ELEMS // tn:
+                balanced.append((tm, tn))
+    for tm, tn in BLOCK_TILES + tuple(balanced):
+        tm = max(16, min(tm, F.round_up(t.m, 16)))
+        tn = max(16, min(tn, F.round_up(t.cout_e, 16)))
+        if (tm, tn) in seen:
+            continue
+        seen.add((tm, tn))
+        base = replace(t, tile_m=tm, tile_n=tn)
+        base = replace(base, block_dim=min(chip.ai_cores, base.core_loops))
+        kmax = min(chip.buffer_bytes("L0A") // 2 // (F.round_up(tm, 16) * item),
+                   chip.buffer_bytes("L0B") // 2 // (F.round_up(tn, 16) * item))
+        k0 = min(kmax // c0 * c0, 256)
+        if k0 < c0:
+            continue
+        for resident in (True, False):
+            for c1_step in _steps(t.c1):
+                cand = replace(base, c1_step=c1_step, w_resident=resident,
+                               tile_k0=min(k0, F.round_up(c1_step * t.geom.taps * c0, c0)))
+                if not problems(cand, chip):
+                    yield cand
+
+
+def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910") -> ConvTiling:
+    """The tiling used when none is given: among :func:`candidates` (block tiles of
+    ``BLOCK_TILES`` clamped to the problem, the largest TILE_K0 that fits L0A/L0B, C1_STEP
+    halving from C1, weights resident in L1 or streamed) the one with the fewest estimated
+    cycles (:func:`estimate_cycles`); the swizzle of the matmul templates'
+    :func:`~npulab.kernels.matmul_tiling.best_swizzle`."""
+    chip = get_chip(chip)
+    best = None
+    for cand in candidates(t, chip):
+        score = estimate_cycles(cand, chip)
+        if best is None or score < best[0]:
+            best = (score, cand)
+    if best is None:
+        raise BufferOverflowError(f"no conv tiling fits chip '{chip.name}' for a {t.geom.kd}x"
+                                  f"{t.geom.kh}x{t.geom.kw} kernel over a {t.geom.w}-wide map "
+                                  f"(even a 16 x 16 tile with one channel block overflows L1)")
+    t = best[1]
+    sw = best_swizzle(t.gemm, chip)
+    return replace(t, swizzle_offset=sw["swizzle_offset"], swizzle_direction=sw["swizzle_direction"],
+                   name="default")
+
+
+__all__ = ["ConvTiling", "enlarge", "tile_boxes", "max_slab", "buffer_demand", "problems",
+           "can_implement", "estimate_cycles", "default_tiling", "candidates", "map_copies", "SUPPORTED", "ACC_DTYPE", "EPI_SLOTS"]

@@ -1,0 +1,330 @@
+"""Convolution instructions: strided GM -> L1 copies, img2col on the L1 -> L0A load, and a
+FixPipe with per-channel parameters.
+
+==========================  =====  ==============================================================
+call                        pipe   what it does (Ascend C name)
+==========================  =====  ==============================================================
+``data_copy_strided``       MTE2   GM -> L1 (or UB): ``block_count`` bursts of ``block_len``
+                                   elements, source and destination strides between bursts
+                                   (DataCopy + DataCopyParams)
+``load_3d``                 MTE1   L1 feature map (NC1HWC0 slab) -> L0A in ZZ, expanding img2col
+                                   on the way (LoadData + LoadData3DParamsV2, SetFmatrix)
+``fixpipe_channelwise``     FIX    L0C -> GM / UB in ND with per-channel ``scale`` / ``offset``
+                                   vectors (Fixpipe with a VDEQ / quant-parameter tensor), ReLU
+==========================  =====  ==============================================================
+
+**img2col is a load, not a copy from GM.** A convolution is a matmul of the img2col matrix A
+(one row per output pixel, one column per (c1, kd, kh, kw, c0) tap) by the weights. A holds
+every input pixel up to kd*kh*kw times, so it is never built in GM: the feature map moves
+GM -> L1 once per tile (NC1HWC0: channels in blocks of C0 = 32 bytes), and ``load_3d`` reads
+the L1 slab through the *fmatrix* (the slab's geometry) and writes the expanded rows into L0A.
+The expansion costs MTE1 time for the expanded bytes, and no GM bandwidth (FACTS.md, Data
+formats: "img2col into L0A by Load3D (with SetFmatrix)"). Zero padding of the convolution is
+made by the load too: a tap that falls outside the map reads 0, no padded map exists.
+
+The fmatrix here (:class:`Fmatrix`) is a small host-side description passed with each load;
+on the hardware SetFmatrix writes it to a register once per L1 tile (a scalar instruction,
+not charged here). Chosen simplifications: the slab may hold *boxes* of several images (so
+that a 7 x 7 map at batch 32 fills a 256-row tile instead of 49 of 64 rows; the real Load3Dv2
+walks one image, and CANN loops over images), and 3-D convolutions use the same load with a
+depth axis (N C1 D H W C0 in GM; CANN's Conv3D uses NDC1HWC0 and one Load3D per depth tap).
+
+Functional numerics: ``load_3d`` gathers the window with numpy index arithmetic (the plain
+loop it computes is in its docstring), ``fixpipe_channelwise`` applies its stages in float32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import formats as F
+from ..errors import ShapeError
+from ..sim.isa import Kind, Op, Pipe
+from .context import current
+from .tensor import GlobalTensor, LocalTensor
+
+FRACTAL = F.FRACTAL_ROWS
+BLOCK = 32                     # bytes: every DMA burst moves whole 32-byte blocks
+
+_MTE1, _MTE2, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Kind.WORK)
+
+
+def _need_local(t, where, what):
+    if not isinstance(t, LocalTensor):
+        raise ShapeError(f"{what}: expected a LocalTensor in {' or '.join(where)}, got {type(t).__name__}")
+    if t.buffer.name not in where:
+        raise ShapeError(f"{what}: '{t.owner}' is in {t.buffer.name}; expected a tensor in {' or '.join(where)}")
+
+
+# -- GM -> L1 with strides ----------------------------------------------------------------------
+def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, block_len: int,
+                      src_stride: int | None = None, dst_stride: int | None = None) -> None:
+    """Copy ``block_count`` bursts of ``block_len`` elements from GM to L1 or UB (Ascend C
+    ``DataCopy(dst, src, DataCopyParams{blockCount, blockLen, srcStride, dstStride})``):
+    burst j reads ``src[j * src_stride:][:block_len]`` and writes ``dst[j * dst_stride:]``.
+    Strides are in elements from burst start to burst start (default ``block_len``: packed);
+    every burst must be whole 32-byte blocks. One instruction, one MTE2 start-up: this is how a
+    feature-map slab (C1 blocks of rows x W x C0) or a FRACTAL_Z weight window reaches L1."""
+    what = "data_copy_strided"
+    if not isinstance(src, GlobalTensor):
+        raise ShapeError(f"{what}: src must be a GlobalTensor, got {type(src).__name__}")
+    _need_local(dst, ("L1", "UB"), what)
+    if src.dtype != dst.dtype:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert")
+    cnt, ln = int(block_count), int(block_len)
+    ss = ln if src_stride is None else int(src_stride)
+    ds = ln if dst_stride is None else int(dst_stride)
+    if cnt < 1 or ln < 1 or ss < ln or ds < ln:
+        raise ShapeError(f"{what}: block_count={cnt}, block_len={ln}, src_stride={ss}, dst_stride={ds}: "
+                         f"need positive counts and strides of at least block_len")
+    item = dst.itemsize
+    if (ln * item) % BLOCK or (ds * item) % BLOCK:
+        raise ShapeError(f"{what}: a burst of {ln} x {dst.dtype} ({ln * item} B) and a destination "
+                         f"stride of {ds * item} B must be whole {BLOCK}-byte blocks")
+    span_src, span_dst = (cnt - 1) * ss + ln, (cnt - 1) * ds + ln
+    if span_src > src.size:
+        raise ShapeError(f"{what}: the bursts reach {span_src} elements past {src!r}, which holds {src.size}")
+    if span_dst > dst.size:
+        raise ShapeError(f"{what}: the bursts need {span_dst} elements of '{dst.owner}', which holds {dst.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    if dev.functional and src.root.data is not None:
+        s = np.lib.stride_tricks.as_strided(src.root.data[src.offset:], shape=(cnt, ln),
+                                            strides=(ss * item, item))
+        d = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(cnt, ln), strides=(ds * item, item))
+        d[...] = s
+    moved = cnt * ln * item
+    e = dev.chip.energy
+    lvl = dst.buffer.name
+    i = core.issue(_MTE2, _WORK, int(Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB),
+                   dev.copy_cycles(Pipe.MTE2, moved, True),
+                   name=f"{what} {cnt}x{ln} GM->{lvl}", nbytes=moved,
+                   energy=(e.gm_byte_pj + (e.l1_byte_pj if lvl == "L1" else e.ub_byte_pj)) * moved,
+                   route=f"GM->{lvl}",
+                   reads=[(f"GM:{src.name}", src.offset * item, (src.offset + span_src) * item)],
+                   writes=[dst.byte_range(span_dst)])
+    dev.gm.read(core, i, moved, (src.name, src.offset, cnt, ln, ss))
+
+
+# -- the fmatrix ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConvGeom:
+    """A convolution's geometry, 3-D (a 2-D conv has d = kd = od = 1): input (d, h, w), kernel
+    (kd, kh, kw), stride, dilation, leading pads (front, top, left) and output (od, oh, ow)."""
+    d: int
+    h: int
+    w: int
+    kd: int
+    kh: int
+    kw: int
+    stride: tuple
+    dilation: tuple
+    pad: tuple                 # (front, top, left); the trailing pads follow from od, oh, ow
+    od: int
+    oh: int
+    ow: int
+
+    @property
+    def taps(self) -> int:
+        return self.kd * self.kh * self.kw
+
+    @property
+    def out_pixels(self) -> int:
+        return self.od * self.oh * self.ow
+
+
+@dataclass(frozen=True)
+class Fmatrix:
+    """What SetFmatrix tells Load3D about the feature-map slab in L1.
+
+    The slab holds ``c1`` channel blocks, each ``c1_elems`` elements: one after another the
+    *boxes* ``(image, d0, nd, start, length, base)``: in input depths d0..d0+nd-1 of
+    ``image``, the ``length`` pixels from flat index ``start`` (row x w + column), C0 channels
+    innermost, starting ``base`` elements into the block. ``p0`` is the global output position (image, od, oh, ow flattened) of L0A row 0."""
+    geom: ConvGeom
+    c0: int
+    c1: int
+    c1_elems: int
+    p0: int
+    boxes: tuple
+
+
+def _img2col_index(fm: Fmatrix, m_start: int, m: int, k_start: int, k: int):
+    """Slab element index and validity of every (row, column) of the (m, k) img2col window."""
+    g = fm.geom
+    c0, taps = fm.c0, g.taps
+    p = fm.p0 + m_start + np.arange(m)
+    img, rem = np.divmod(p, g.out_pixels)
+    o_d, rem = np.divmod(rem, g.oh * g.ow)
+    o_h, o_w = np.divmod(rem, g.ow)
+    kk = k_start + np.arange(k)
+    c1, rem = np.divmod(kk, taps * c0)
+    t, c = np.divmod(rem, c0)
+    t_d, rem = np.divmod(t, g.kh * g.kw)
+    t_h, t_w = np.divmod(rem, g.kw)
+    (sd, sh, sw), (dd, dh, dw), (pd, ph, pw) = g.stride, g.dilation, g.pad
+    i_d = (o_d * sd - pd)[:, None] + (t_d * dd)[None, :]
+    i_h = (o_h * sh - ph)[:, None] + (t_h * dh)[None, :]
+    i_w = (o_w * sw - pw)[:, None] + (t_w * dw)[None, :]
+    valid = (i_d >= 0) & (i_d < g.d) & (i_h >= 0) & (i_h < g.h) & (i_w >= 0) & (i_w < g.w)
+    # the box of each row's image
+    lut = {b[0]: b for b in fm.boxes}
+    try:
+        bx = np.array([lut[int(b)] for b in img], dtype=np.int64).reshape(m, 6)
+    except KeyError as exc:
+        raise ShapeError(f"load_3d: output row of image {exc.args[0]} has no box in the fmatrix "
+                         f"(boxes hold images {sorted(lut)})") from None
+    dz = i_d - bx[:, 1:2]
+    pix = i_h * g.w + i_w - bx[:, 3:4]
+    inside = (dz >= 0) & (dz < bx[:, 2:3]) & (pix >= 0) & (pix < bx[:, 4:5])
+    if np.any(valid & ~inside):
+        raise ShapeError("load_3d: a tap reads a map pixel outside the slab the fmatrix describes "
+                         "(the host loaded too few rows for this tile)")
+    flat = c1[None, :] * fm.c1_elems + bx[:, 5:6] + (dz * bx[:, 4:5] + pix) * c0 + c[None, :]
+    return np.where(valid, flat, 0), valid
+
+
+def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, m_start: int = 0,
+            k_start: int = 0) -> None:
+    """img2col from the feature-map slab in L1 into L0A as ZZ (Ascend C ``LoadData`` with
+    ``LoadData3DParamsV2``): the (m, k) window of rows m_start.. and columns k_start.. of
+
+        A[r, ((c1 * kd + i) * kh + j) * kw + l) * C0 + c]
+            = x[image, c1, od*sd - pd + i*dd, oh*sh - ph + j*dh, ow*sw - pw + l*dw, c]
+              (0 where that falls outside the map: the conv's zero padding)
+
+    with (image, od, oh, ow) = output position ``fm.p0 + r``. ``k_start`` is a multiple of C0.
+    Costs MTE1 time for the expanded (padded) bytes written to L0A."""
+    what = "load_3d"
+    _need_local(src, ("L1",), what + " (src)")
+    _need_local(dst, ("L0A",), what + " (dst)")
+    dt = dst.dtype
+    if src.dtype != dt:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dt}; a load does not convert")
+    c0 = F.c0_of(dt)
+    if fm.c0 != c0:
+        raise ShapeError(f"{what}: the fmatrix has C0={fm.c0}, {dt} needs C0={c0}")
+    m, k, m_start, k_start = int(m), int(k), int(m_start), int(k_start)
+    if m < 1 or k < 1 or m_start < 0 or k_start < 0 or k_start % c0:
+        raise ShapeError(f"{what}: m={m}, k={k}, m_start={m_start}, k_start={k_start}: need positive "
+                         f"sizes and k_start a multiple of C0={c0}")
+    if k_start + k > fm.c1 * fm.geom.taps * c0:
+        raise ShapeError(f"{what}: columns {k_start}..{k_start + k} pass the slab's "
+                         f"{fm.c1} x {fm.geom.taps} x {c0} taps")
+    need = F.round_up(m, FRACTAL) * F.round_up(k, c0)
+    if need > dst.size:
+        raise ShapeError(f"{what}: an {m} x {k} img2col window takes {need} elements "
+                         f"({need * dt.itemsize} B) in ZZ; '{dst.owner}' holds {dst.size}")
+    if fm.c1 * fm.c1_elems > src.size:
+        raise ShapeError(f"{what}: the fmatrix describes {fm.c1} x {fm.c1_elems} elements; "
+                         f"'{src.owner}' holds {src.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    item = dt.itemsize
+    if dev.functional:
+        flat, valid = _img2col_index(fm, m_start, m, k_start, k)
+        slab = src.numpy()
+        vals = np.where(valid, slab[flat], np.zeros((), dt))
+        F.pack_into(vals, dst.numpy()[:need], FRACTAL, c0, False, False)
+    c1a = k_start // (fm.geom.taps * c0)
+    c1b = (k_start + k - 1) // (fm.geom.taps * c0) + 1
+    nbytes = need * item
+    e = dev.chip.energy
+    core.issue(_MTE1, _WORK, int(Op.COPY_L1_TO_L0A), dev.copy_cycles(Pipe.MTE1, nbytes, False),
+               name=f"{what} {m}x{k} L1->L0A", nbytes=nbytes,
+               energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route="L1->L0A",
+               reads=[("L1", src.offset + c1a * fm.c1_elems * item, src.offset + c1b * fm.c1_elems * item)],
+               writes=[("L0A", dst.offset, dst.offset + nbytes)])
+
+
+# -- L0C -> out with per-channel parameters -------------------------------------------------------
+def fixpipe_channelwise(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
+                        bias: LocalTensor | None = None, scale=None, offset: LocalTensor | None = None,
+                        relu: bool = False) -> None:
+    """Drain an (m, n) result from L0C to ``dst`` (GM tile with row stride ``dst_stride``, or UB)
+    in ND, applying per output column j, in this order (Ascend C ``Fixpipe`` with a quant-
+    parameter tensor, the per-channel VDEQ mode):
+
+        y = (acc + bias[j]) * scale[j] + offset[j];  y = max(y, 0) if relu;  cast to dst dtype
+
+    ``bias`` (acc dtype), ``scale`` and ``offset`` (float32) are LocalTensors of n values in L1;
+    ``scale`` may also be one float (per-tensor). An int32 accumulator into a float dst needs a
+    scale (the dequantisation). Batch-norm in inference is ``scale = gamma / sqrt(var + eps)``,
+    ``offset = beta - mean * scale``: that is how Conv+BN+ReLU runs in one kernel."""
+    what = "fixpipe_channelwise"
+    _need_local(src, ("L0C",), what + " (src)")
+    to_gm = isinstance(dst, GlobalTensor)
+    if not to_gm:
+        _need_local(dst, ("UB", "L1"), what + " (dst)")
+    m, n = int(m), int(n)
+    if not (0 < m <= 4095 and 0 < n <= 4095):
+        raise ShapeError(f"{what}: m={m}, n={n} must be in 1..4095")
+    acc = src.dtype
+    if acc not in (np.dtype(np.float32), np.dtype(np.int32)):
+        raise ShapeError(f"{what}: L0C holds float32 or int32, got '{src.owner}' of {acc}")
+    if dst.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32)):
+        raise ShapeError(f"{what}: dst must be float16, float32 or int32, got {dst.dtype}")
+    if acc == np.int32 and dst.dtype.kind == "f" and scale is None:
+        raise ShapeError(f"{what}: int32 results into {dst.dtype} need scale= (the dequantisation)")
+    if dst.dtype == np.int32 and (scale is not None or offset is not None):
+        raise ShapeError(f"{what}: an int32 dst takes the raw accumulator; scale/offset need a float dst")
+    vecs = []
+    for name, v, dt in (("bias", bias, acc), ("scale", scale, np.dtype(np.float32)),
+                        ("offset", offset, np.dtype(np.float32))):
+        if v is None or (name == "scale" and isinstance(v, (float, int, np.floating))):
+            continue
+        _need_local(v, ("L1",), f"{what} ({name})")
+        if v.size < n or v.dtype != dt:
+            raise ShapeError(f"{what}: {name} must hold {n} values of {dt}, got {v.size} of {v.dtype}")
+        vecs.append(v)
+    stride = n if dst_stride is None else int(dst_stride)
+    if stride < n:
+        raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
+    m1, n1 = -(-m // FRACTAL), -(-n // FRACTAL)
+    if m1 * n1 * FRACTAL * FRACTAL > src.size:
+        raise ShapeError(f"{what}: an {m} x {n} result takes {m1 * n1 * 256} elements in L0C; "
+                         f"'{src.owner}' holds {src.size}")
+    span = (m - 1) * stride + n
+    if span > dst.size:
+        raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
+                         f"of dst, which holds {dst.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    if dev.functional and (not to_gm or dst.root.data is not None):
+        z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]          # .numpy() lands deferred mmads
+        res = np.empty((m, n), dtype=acc)
+        F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
+        if bias is not None:
+            res += bias.numpy()[:n]
+        if scale is not None:
+            s = np.float32(scale) if not isinstance(scale, LocalTensor) else scale.numpy()[:n]
+            res = res.astype(np.float32) * s
+        if offset is not None:
+            res = res.astype(np.float32) + offset.numpy()[:n]
+        if relu:
+            np.maximum(res, 0, out=res)
+        if to_gm:
+            out = np.lib.stride_tricks.as_strided(dst.root.data[dst.offset:], shape=(m, n),
+                                                  strides=(stride * dst.itemsize, dst.itemsize))
+        else:
+            out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
+                                                  strides=(stride * dst.itemsize, dst.itemsize))
+        np.copyto(out, res, casting="unsafe")
+    nbytes = m * n * dst.itemsize
+    level = "GM" if to_gm else dst.buffer.name
+    e = dev.chip.energy
+    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)] + [v.byte_range(n) for v in vecs]
+    wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
+        else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
+    tag = "".join(s for s, on in ((" bias", bias is not None), (" scale", scale is not None),
+                                  (" offset", offset is not None), (" relu", relu)) if on)
+    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dev.copy_cycles(Pipe.FIX, nbytes, to_gm),
+                   name=f"fixpipe {m}x{n} L0C->{level}{tag}", nbytes=nbytes,
+                   energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
+                   route=f"L0C->{level}", reads=reads, writes=[wr])
+    if to_gm:
+        dev.gm.write(core, i, Pipe.FIX, nbytes)
+
+
+__all__ = ["ConvGeom", "Fmatrix", "data_copy_strided", "load_3d", "fixpipe_channelwise"]

@@ -1,0 +1,282 @@
+"""Convolutions on the cube (img2col): against PyTorch on the CPU, int8 against an integer numpy
+reference, the img2col load and the tiling on their own, and the errors."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import npulab.ops as ops
+from npulab import formats as F
+from npulab.errors import BufferOverflowError, ShapeError
+from npulab.kernels import conv as K
+from npulab.kernels.conv_tiling import can_implement, default_tiling, enlarge, tile_boxes
+from npulab.ops.registry import dispatcher, op_types
+from tolerances import assert_close
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+
+
+def _torch(a):
+    return torch.tensor(np.asarray(a, dtype=np.float32))
+
+
+def _ref2d(x, w, b, stride, padding, dilation, groups):
+    return TF.conv2d(_torch(x), _torch(w), None if b is None else _torch(b), stride, padding,
+                     dilation, groups).numpy()
+
+
+def conv_int_reference(x, w, b, stride, pad, dilation, groups):
+    """Integer conv2d in numpy int64, one kernel tap at a time (independent of the kernel)."""
+    n, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
+    xp = np.zeros((n, cin, h + 2 * ph, wd + 2 * pw), np.int64)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, cout, ho, wo), np.int64)
+    cout_g = cout // groups
+    for g in range(groups):
+        xs = xp[:, g * cin_g:(g + 1) * cin_g]
+        ws = w[g * cout_g:(g + 1) * cout_g].astype(np.int64)
+        for i in range(kh):
+            for j in range(kw):
+                win = xs[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+                out[:, g * cout_g:(g + 1) * cout_g] += np.einsum("nchw,oc->nohw", win, ws[:, :, i, j])
+    if b is not None:
+        out += np.asarray(b, np.int64)[None, :, None, None]
+    return out
+
+
+@st.composite
+def conv2d_cases(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cin = groups * draw(st.integers(1, 6))
+    cout = groups * draw(st.integers(1, 6))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    same = draw(st.booleans())
+    if same:
+        stride, padding = (1, 1), "same"
+    else:
+        stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+        padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(dilation[0] * (kh - 1) + 1, 9))
+    w = draw(st.integers(dilation[1] * (kw - 1) + 1, 9))
+    n = draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from([np.float16, np.float32]))
+    bias = draw(st.booleans())
+    return n, cin, cout, h, w, kh, kw, stride, padding, dilation, groups, dtype, bias
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(conv2d_cases(), st.integers(0, 2**31 - 1))
+def test_conv2d_matches_torch(case, seed):
+    n, cin, cout, h, w, kh, kw, stride, padding, dilation, groups, dtype, bias = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, h, w)).astype(dtype)
+    wt = rng.standard_normal((cout, cin // groups, kh, kw)).astype(dtype)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    y = ops.conv2d(x, wt, b, stride, padding, dilation, groups, chip="teach")
+    assert y.dtype == dtype
+    assert_close(y, _ref2d(x, wt, b, stride, padding, dilation, groups), unit="cube")
+
+
+@pytest.mark.parametrize("mult", [1, 2])
+def test_depthwise_conv2d(mult):
+    rng = np.random.default_rng(mult)
+    c = 20
+    x = rng.standard_normal((2, c, 7, 6)).astype(np.float16)
+    wt = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float16)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    y = ops.conv2d(x, wt, b, 1, 1, 1, c, chip="teach")
+    assert_close(y, _ref2d(x, wt, b, 1, 1, 1, c), unit="cube")
+
+
+def test_group_enlargement():
+    assert enlarge(1, 64, 64, 16) == 1
+    assert enlarge(32, 1, 1, 16) == 16          # depthwise fp16: 16 channels a group
+    assert enlarge(32, 1, 1, 32) == 16          # int8: limited by the 16 output channels of N0
+    assert enlarge(4, 8, 8, 16) == 2
+    assert enlarge(3, 5, 7, 16) == 3            # never more groups than there are
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(st.integers(1, 2), st.integers(1, 5), st.integers(1, 6), st.integers(1, 2), st.integers(1, 2),
+       st.integers(0, 1), st.sampled_from([np.float16, np.float32]), st.integers(0, 2**31 - 1))
+def test_conv3d_matches_torch(n, cin, cout, kd, stride, pad, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, 4, 5, 6)).astype(dtype)
+    wt = rng.standard_normal((cout, cin, kd, 3, 2)).astype(dtype)
+    b = rng.standard_normal(cout).astype(np.float32)
+    y = ops.conv3d(x, wt, b, stride=(stride, 1, stride), padding=pad, chip="teach")
+    ref = TF.conv3d(_torch(x), _torch(wt), _torch(b), (stride, 1, stride), pad).numpy()
+    assert_close(y, ref, unit="cube")
+
+
+def test_conv3d_groups_dilation():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 5, 5, 5)).astype(np.float32)
+    wt = rng.standard_normal((6, 2, 2, 2, 2)).astype(np.float32)
+    y = ops.conv3d(x, wt, None, 1, "same", 2, 2, chip="teach")
+    assert_close(y, TF.conv3d(_torch(x), _torch(wt), None, 1, "same", 2, 2).numpy(), unit="cube")
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(st.integers(1, 2), st.sampled_from([1, 2]), st.integers(1, 4), st.integers(1, 3),
+       st.integers(1, 3), st.integers(0, 2), st.integers(0, 1), st.integers(1, 2),
+       st.sampled_from([np.float16, np.float32]), st.integers(0, 2**31 - 1))
+def test_conv_transpose2d_matches_torch(n, groups, cin_g, cout_g, stride, padding, out_pad, dilation,
+                                        dtype, seed):
+    out_pad = min(out_pad, max(stride, dilation) - 1)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin_g * groups, 5, 4)).astype(dtype)
+    wt = rng.standard_normal((cin_g * groups, cout_g, 3, 2)).astype(dtype)
+    b = rng.standard_normal(cout_g * groups).astype(np.float32)
+    y = ops.conv_transpose2d(x, wt, b, stride, padding, out_pad, groups, dilation, chip="teach")
+    ref = TF.conv_transpose2d(_torch(x), _torch(wt), _torch(b), stride, padding, out_pad, groups,
+                              dilation).numpy()
+    assert_close(y, ref, unit="cube")
+
+
+# -- int8 -----------------------------------------------------------------------------------
+@settings(max_examples=10, **SETTINGS)
+@given(st.sampled_from([1, 2]), st.integers(1, 40), st.integers(1, 24), st.integers(1, 3),
+       st.integers(1, 2), st.integers(0, 1), st.integers(0, 2**31 - 1))
+def test_conv2d_int8_is_exact(groups, cin_g, cout_g, k, stride, pad, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (2, cin_g * groups, 6, 7)).astype(np.int8)
+    wt = rng.integers(-128, 128, (cout_g * groups, cin_g, k, k)).astype(np.int8)
+    b = rng.integers(-5000, 5000, cout_g * groups).astype(np.int32)
+    y = ops.conv2d(x, wt, b, stride, pad, 1, groups, chip="teach")
+    assert y.dtype == np.int32
+    ref = conv_int_reference(x, wt, b, (stride, stride), (pad, pad), (1, 1), groups)
+    np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv2d_int8_dequant_scale(per_channel):
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (2, 24, 6, 6)).astype(np.int8)
+    wt = rng.integers(-128, 128, (40, 24, 3, 3)).astype(np.int8)
+    b = rng.integers(-500, 500, 40).astype(np.int32)
+    scale = (rng.random(40) * 1e-3 + 1e-4).astype(np.float32) if per_channel else 2e-4
+    y = ops.conv2d(x, wt, b, 1, 1, chip="teach", scale=scale)
+    acc = conv_int_reference(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+    s = np.asarray(scale, np.float32).reshape(-1, 1, 1) if per_channel else np.float32(scale)
+    expected = acc.astype(np.float32) * s                  # int32 exact, then one fp32 multiply
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y, expected.astype(np.float16))   # fixpipe rounds the same way
+    y32 = ops.conv2d(x, wt, b, 1, 1, chip="teach", scale=scale, out_dtype=np.float32)
+    np.testing.assert_array_equal(y32, expected)
+
+
+# -- layouts, img2col and tiling ----------------------------------------------------------------
+def test_pack_weight_is_fractal_z():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((40, 21, 3, 2)).astype(np.float16)
+    t = K.make_problem((1, 21, 1, 5, 5), (40, 21, 1, 3, 2), np.float16)
+    packed = K.pack_weight(w[:, :, None], t, 1)
+    np.testing.assert_array_equal(packed[0], F.nchw_to_fractal_z(w))
+    x = rng.standard_normal((2, 21, 5, 5)).astype(np.float16)
+    np.testing.assert_array_equal(K.pack_input(x[:, :, None], t)[:, 0, :, 0], F.nchw_to_nc1hwc0(x))
+
+
+def test_boxes_cover_only_what_the_tile_reads():
+    t = K.make_problem((1, 16, 1, 56, 56), (16, 16, 1, 1, 1), np.float16)
+    boxes, elems = tile_boxes(t.geom, 1, 128, 16, 1)    # a 1x1 conv reads exactly its 128 pixels
+    assert [(b[3], b[4]) for b in boxes] == [(128, 128)] and elems == 128 * 16
+    t3 = K.make_problem((2, 16, 1, 7, 7), (16, 16, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    boxes, _ = tile_boxes(t3.geom, 2, 64, 16, 0)          # 64 rows span both 7x7 images
+    assert [b[0] for b in boxes] == [0, 1] and boxes[0][4] == 49
+
+
+@pytest.mark.parametrize("tiles", [(16, 16, 1, 16, False), (32, 32, 2, 32, True), (48, 16, 1, 48, True),
+                                   (16, 32, 3, 16, False)])
+def test_explicit_tilings_agree(tiles):
+    """Tiles spanning images, several L1 steps, resident or streamed weights: one answer."""
+    tm, tn, c1_step, k0, resident = tiles
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 40, 5, 5)).astype(np.float16)
+    wt = rng.standard_normal((36, 40, 3, 3)).astype(np.float16)
+    base = default_tiling(K.make_problem((3, 40, 1, 5, 5), (36, 40, 1, 3, 3), np.float16,
+                                         pads=((0, 0), (1, 1), (1, 1))), "teach")
+    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=k0, w_resident=resident)
+    t = replace(t, block_dim=min(2, t.core_loops))
+    y, trace = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
+    assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
+    assert trace.block_dim == t.block_dim
+
+
+def test_img2col_costs_mte1_not_gm():
+    """The map crosses GM once; the 9x expansion is paid on MTE1 (L1 -> L0A)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 16, 16, 16)).astype(np.float16)
+    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float16)
+    t = default_tiling(K.make_problem((1, 16, 1, 16, 16), (16, 16, 1, 3, 3), np.float16,
+                                      pads=((0, 0), (1, 1), (1, 1))), "910")
+    t = replace(t, tile_m=256, tile_n=16, c1_step=1, tile_k0=48, block_dim=1)    # one tile
+    _, tr = ops.conv2d(x, wt, None, 1, 1, chip="910", tiling=t, return_trace=True)
+    by = tr.bytes_by_route()
+    assert by["GM->L1"] == x.nbytes + wt.nbytes              # the map and the weights, once
+    assert by["L1->L0A"] == 256 * 144 * 2                    # 9 taps x 16 channels a pixel, MTE1
+
+
+def test_timing_mode_matches_functional_cycles():
+    t = default_tiling(K.make_problem((2, 32, 1, 9, 9), (48, 32, 1, 3, 3), np.float16,
+                                      pads=((0, 0), (1, 1), (1, 1))), "teach")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 32, 1, 9, 9)).astype(np.float16)
+    w = rng.standard_normal((48, 32, 1, 3, 3)).astype(np.float16)
+    _, functional = K.run_conv(x, w, t, 1, chip="teach")
+    assert K.simulate(t, "teach").cycles == functional.cycles
+
+
+def test_can_implement_names_the_buffer():
+    t = K.make_problem((1, 64, 1, 56, 56), (64, 64, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    big = replace(t, tile_m=256, tile_n=64, c1_step=4, tile_k0=64)
+    with pytest.raises(BufferOverflowError, match="L0A needs .* but holds"):
+        can_implement(big, "teach")
+    with pytest.raises(ShapeError, match="c1_step=9 must be in 1..C1=4"):
+        can_implement(replace(big, c1_step=9), "910")
+
+
+def test_registered_and_cached():
+    assert {"Conv2D", "Conv3D", "Conv2DTranspose", "Conv2DBNRelu"} <= set(op_types())
+    x = np.ones((1, 4, 5, 5), np.float16)
+    w = np.ones((4, 4, 3, 3), np.float16)
+    ops.conv2d(x, w, chip="teach")
+    hits = dispatcher.hits
+    ops.conv2d(x, w, chip="teach")
+    assert dispatcher.hits == hits + 1
+
+
+# -- errors -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("call, match", [
+    (lambda x, w: ops.conv2d(x.astype(np.float64), w.astype(np.float64)), "dtype float64 is not supported"),
+    (lambda x, w: ops.conv2d(x, w.astype(np.float32)), "they must have one dtype"),
+    (lambda x, w: ops.conv2d(x[0], w), "input must be 4-D"),
+    (lambda x, w: ops.conv2d(x, w[:, :3]), "expects 3 input channels"),
+    (lambda x, w: ops.conv2d(x, w, groups=3), "groups=3 must divide"),
+    (lambda x, w: ops.conv2d(x, w, stride=2, padding="same"), "padding='same' needs stride 1"),
+    (lambda x, w: ops.conv2d(x, w, padding="full"), "padding must be 'same', 'valid'"),
+    (lambda x, w: ops.conv2d(x, w, stride=0), "stride must be"),
+    (lambda x, w: ops.conv2d(x, w, np.ones(3)), r"bias must have shape \(8,\)"),
+    (lambda x, w: ops.conv2d(x, w, scale=0.5), "scale= .* is for int8"),
+    (lambda x, w: ops.conv2d(x[:, :, :2, :2], w), "the dilated kernel must fit"),
+    (lambda x, w: ops.conv2d(x.astype(np.int8), w.astype(np.int8), np.ones(8, np.float32)), "integer bias"),
+    (lambda x, w: ops.conv_transpose2d(x, w), "has 8 input channels"),
+    (lambda x, w: ops.conv_transpose2d(x, w[:4].transpose(1, 0, 2, 3).copy(), output_padding=1),
+     "output_padding"),
+])
+def test_errors(call, match):
+    x = np.ones((1, 4, 6, 6), np.float16)
+    w = np.ones((8, 4, 3, 3), np.float16)
+    with pytest.raises(ShapeError, match=match):
+        call(x, w)
