@@ -57,14 +57,24 @@ def _bench(args) -> int:
               f"{result['goal_seconds'] * 1000:.0f} ms): {'pass' if result['pass'] else 'FAIL'}")
         return 0 if result["pass"] else 1
     if args.what == "kernels":
-        from .kernels.bench import bench_kernels
-        rows = bench_kernels()
+        rows = []
+        if args.family in ("matmul", "all"):
+            from .kernels.bench import bench_kernels
+            rows += bench_kernels()
+        if args.family in ("vector", "all"):
+            from .kernels.bench_vector import bench_vector
+            rows += bench_vector()
+        if args.family in ("conv", "all"):
+            from .kernels.bench_conv import bench_conv
+            rows += bench_conv()
         if args.json:
             print(json.dumps(rows, indent=1))
         else:
             for r in rows:
-                print(f"{r['op']:<13} {'x'.join(map(str, r['shape'])):<16} {r['dtype']:<8} {r['chip']:<5} "
-                      f"{r['tiling']:<8} {r['cycles']:>12,} cycles  utilization {r['utilization']:.1%}"
+                shape = "x".join(map(str, r["shape"])) if "shape" in r else ""
+                print(f"{r['op']:<16} {shape:<18} {r.get('dtype', ''):<8} {r.get('chip', ''):<5} "
+                      f"{r['tiling'] if isinstance(r.get('tiling'), str) else '':<10} {r.get('cycles', 0):>12,} cycles  "
+                      f"utilization {r.get('utilization', 0):.1%}"
                       + (f"  vs numpy {r['vs_numpy_ratio']:.1f}x" if "vs_numpy_ratio" in r else ""))
         return 0
     if args.what == "sim":
@@ -89,7 +99,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="benchmarks, as JSON")
     p.add_argument("what", choices=["sim", "kernels", "widgets"])
     p.add_argument("--json", action="store_true")
-    p.add_argument("--instructions", type=int, default=1_000_000)
+    p.add_argument("--instructions", type=int, default=1_000_000, help="bench sim: stream length")
+    p.add_argument("--family", choices=["matmul", "vector", "conv", "all"], default="all",
+                   help="bench kernels: which kernel family (default all)")
     p.set_defaults(func=_bench)
     args = parser.parse_args(argv)
     try:

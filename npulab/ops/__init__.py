@@ -5,8 +5,16 @@ which picks the registered kernel and its tiling for the shapes at hand.
 """
 from __future__ import annotations
 
+from .activation import gelu, relu, silu, softmax
 from .math import add
+from .math import mul
+from .norm import batch_norm, layer_norm, rms_norm
+from .pooling import avg_pool2d, avg_pool2d_scale, max_pool2d
 from .matmul import batch_matmul, matmul
 from .registry import dispatch, op_types
+from .conv import conv2d, conv2d_bn_relu, conv3d, conv_transpose2d, linear
 
 __all__ = ["add", "matmul", "batch_matmul", "dispatch", "op_types"]
+__all__ += ["mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
+            "max_pool2d", "avg_pool2d", "avg_pool2d_scale"]
+__all__ += ["conv2d", "conv3d", "conv_transpose2d", "conv2d_bn_relu", "linear"]
