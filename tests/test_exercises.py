@@ -16,10 +16,12 @@ import pytest
 
 import npulab
 from npulab import lang
-from npulab.kernels.elementwise import KernelAdd
-from npulab.labs import check, lab02
+from npulab.kernels.elementwise import AddTiling, KernelAdd
+from npulab.labs import check, lab02, lab04
 from npulab.labs.check import REGISTRY, same_code
-from npulab.lang import PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, Pipe, TBuf, data_copy, set_flag, wait_flag
+from npulab.labs.lab03 import RowTiling
+from npulab.lang import (PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy,
+                         get_block_idx, load_data, mmad, set_flag, wait_flag)
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"
@@ -140,6 +142,111 @@ def blank_fn(intensity, peak_tflops, bandwidth_gbs):
     ...
 
 
+# -- lab 03 ------------------------------------------------------------------------------------
+def _add_tiling(align="up", tile="ub", buffers=True):
+    def fn(n, dtype, chip, buffer_num):
+        pb = 32 // dtype.itemsize
+        if align == "up":
+            bf = -(-(-(-n // chip.ai_cores)) // pb) * pb
+        elif align == "down":
+            bf = max(pb, -(-n // chip.ai_cores) // pb * pb)
+        else:
+            bf = -(-n // chip.ai_cores)
+        bn = buffer_num if buffers else 1
+        top = chip.buffers.ub // (3 * bn) // 32 * 32
+        t = {"ub": min(top // dtype.itemsize, bf), "bytes": top, "tiny": pb}[tile]
+        return AddTiling(n, bf, -(-n // bf), t, buffer_num)
+    return fn
+
+
+def _add_tiling_tuple(n, dtype, chip, buffer_num):
+    return (n, 16, 1, 16, buffer_num)
+
+
+def _add_tiling_blank(n, dtype, chip, buffer_num):
+    ...
+
+
+def _row_tiling(mistake=None):
+    def fn(rows, cols, dtype, chip):
+        rb = -(-cols * dtype.itemsize // 32) * 32
+        rpc = rows // chip.ai_cores if mistake == "floor" else -(-rows // chip.ai_cores)
+        bd = -(-rows // rpc)
+        ub = chip.buffers.ub if mistake == "no gamma" else chip.buffers.ub - rb
+        per = 2 * rb if mistake == "one slot" else 4 * rb
+        rpt = 1 if mistake == "one row" else min(rpc, ub // per)
+        return RowTiling(rows, cols, rpc, bd, rpt, 2)
+    return fn
+
+
+def _row_tiling_blank(rows, cols, dtype, chip):
+    ...
+
+
+# -- lab 04 ------------------------------------------------------------------------------------
+def _silu(slots_x=2, slots_z=2, tile_div=4):
+    class Silu(lab04.SiluStages):
+        def __init__(self, x, z, tiling):
+            start = get_block_idx() * tiling.block_factor
+            self.length = min(tiling.block_factor, tiling.total - start)
+            self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
+            self.dtype = x.dtype
+            self.tile = 64 if tile_div is None else tiling.ub_bytes // tile_div // 32 * 32 // 2
+            self.pipe = Pipe()
+            self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
+            self.pipe.init_buffer(self.in_x, slots_x, self.tile * 2)
+            self.pipe.init_buffer(self.out_z, slots_z, self.tile * 2)
+    return Silu
+
+
+class _SiluBlank(lab04.SiluStages):
+    def __init__(self, x, z, tiling):
+        ...
+
+
+# -- lab 05 ------------------------------------------------------------------------------------
+def _nz(kind="ok"):
+    def fn(r, c, m, n):
+        m16 = -(-m // 16) * 16
+        if kind == "ok":
+            return (c // 16) * m16 * 16 + r * 16 + c % 16
+        if kind == "no pad":
+            return (c // 16) * m * 16 + r * 16 + c % 16
+        if kind == "nd":
+            return r * n + c
+        if kind == "zz":
+            return (r // 16) * (-(-n // 16) * 256) + (c // 16) * 256 + (r % 16) * 16 + c % 16
+        return (c // 16) * m16 * 16 + (r // 16) * 256 + (c % 16) * 16 + r % 16      # inner swapped
+    return fn
+
+
+def _nz_blank(r, c, m, n):
+    ...
+
+
+def _k_loop(init="first", free=True, fixed_k0=False):
+    def fn(c, a1, b1, a2q, b2q, m, n, k, k0):
+        for k_off in range(0, k, k0):
+            kk = k0 if fixed_k0 else min(k0, k - k_off)
+            a2 = a2q.alloc_tensor(np.float16)
+            load_data(a2, a1, m, kk, src_rows=-(-m // 16) * 16, col_off=k_off)
+            a2q.enque(a2)
+            b2 = b2q.alloc_tensor(np.float16)
+            load_data(b2, b1, kk, n, src_rows=-(-k // 16) * 16, row_off=k_off)
+            b2q.enque(b2)
+            a2, b2 = a2q.deque(), b2q.deque()
+            first = {"first": k_off == 0, "always": True, "never": False}[init]
+            mmad(c, a2, b2, m, n, kk, init=first)
+            if free:
+                a2q.free_tensor(a2)
+                b2q.free_tensor(b2)
+    return fn
+
+
+def _k_loop_blank(c, a1, b1, a2q, b2q, m, n, k, k0):
+    ...
+
+
 PEAK_910 = 32 * 4096 * 2 * C910.clock_ghz / 1000
 READ_US = 64 * 2**20 / (C910.memory.gm_bytes_per_cycle * C910.clock_ghz * 1e9) * 1e6
 M = N = K = 1024
@@ -175,6 +282,36 @@ CASES = {
     "02.ub_tile": (BEST_TILE, [(TEACH.buffers.ub // 3 // 32 * 32 // 2, "double buffering needs two"),
                                (4096, "does not fit"), (1000, "multiple of 16"),
                                (64, "start-up"), (1360.0, "whole number")], ...),
+    "03.add_tiling_fn": (_add_tiling(), [(_add_tiling(align="down"), "never down"),
+                                         (_add_tiling(align="none"), "32-byte boundary"),
+                                         (_add_tiling(buffers=False), "buffer_num=2 slots"),
+                                         (_add_tiling(tile="bytes"), "in bytes"),
+                                         (_add_tiling(tile="tiny"), "largest tile"),
+                                         (_add_tiling_tuple, "not an AddTiling")], _add_tiling_blank),
+    "03.row_tiling": (_row_tiling(), [(_row_tiling("no gamma"), "gamma"), (_row_tiling("floor"), "loses the remainder"),
+                                      (_row_tiling("one slot"), "each hold"), (_row_tiling("one row"), "as many whole rows")],
+                      _row_tiling_blank),
+    "03.overflowing_buffers": ({"L1", "L0C"}, [(set(), "buffer_num copies"), ({"L1"}, "fp32"),
+                                               ({"L0C"}, "L1 overflows too"), ({"L1", "L0C", "UB"}, "UB is not used"),
+                                               ("L1", "set of")], ...),
+    "04.double_buffered": (_silu(), [(_silu(1, 1, 2), "still one slot"), (_silu(2, 2, 2), "twice its UB"),
+                                     (_silu(2, 1, 4), "Every queue between two pipes"),
+                                     (_silu(2, 2, None), "smaller tiles"), (3, "your kernel class")], _SiluBlank),
+    "04.mte2_stall": (("in_x", "VECTOR"), [(("out_z", "VECTOR"), "never touches"), (("in_x", "MTE3"), "free_tensor"),
+                                           (("in_x", "MTE2"), "pipe that waits"), ("in_x", "pair")], ...),
+    "04.fastest_buffer_num": ({"SiLU": 2, "Add": 1}, [({"SiLU": 2, "Add": 2}, "start-ups"),
+                                                      ({"SiLU": 3, "Add": 1}, "third slot"),
+                                                      ([2, 1], "dict")], ...),
+    "05.nz_offset": (_nz(), [(_nz("no pad"), "pads the rows"), (_nz("nd"), "that is ND"), (_nz("zz"), "that is ZZ"),
+                             (_nz("swapped"), "row-major ('z')")], _nz_blank),
+    "05.k_loop": (_k_loop(), [(_k_loop(init="always"), "only the last K0 slice"),
+                              (_k_loop(init="never"), "must overwrite"), (_k_loop(free=False), "free_tensor"),
+                              (_k_loop(fixed_k0=True), "m x kk")], _k_loop_blank),
+    "05.tiles_80": ((128, 256, 256, 64, 2, 2, 2), [((128, 64, 32, 32, 2, 2, 2), "longer K"),
+                                                   ((128, 256, 512, 64, 1, 1, 1), "use 2 at every level"),
+                                                   ((256, 256, 512, 128, 2, 2, 2), "shrink"),
+                                                   ((64, 64, 256, 64, 2, 2, 2), "bigger block tiles"),
+                                                   ((128, 256), "7 whole numbers")], ...),
 }
 
 
@@ -186,7 +323,7 @@ def _checker(key: str):
 def test_enough_exercises_and_every_one_is_tested():
     assert len(REGISTRY) >= 8
     assert set(REGISTRY) == set(CASES), "every checker needs a case here (and every case a checker)"
-    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02"}
+    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02", "03", "04", "05"}
     assert any(ex.performance for ex in REGISTRY.values())
 
 

@@ -1,0 +1,257 @@
+"""Checkers of lab 03 (tiling): a tiling function for Add over cores with tails, a tiling of
+whole rows for a row-wise operator, and which buffers a matmul tiling overflows."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...chips import get_chip
+from ...errors import AlignmentError, BufferOverflowError, NpuError
+from ...kernels.elementwise import BLOCK_BYTES, QUEUES_PER_TILE
+from ...kernels.matmul_tiling import buffer_demand
+from ...sim.memory import fmt_bytes
+from .. import lab03 as ref
+from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
+
+#: (n, dtype, chip, buffer_num) the Add tiling function is run on: even splits, tails, tiny n
+ADD_CASES = ((65536, np.float16, "teach", 2), (5000, np.float16, "teach", 2),
+             (1000, np.float32, "teach", 1), (17, np.float16, "teach", 2),
+             (100_003, np.float16, "910", 2))
+BUFFERS = ("L1", "L0A", "L0B", "L0C")
+
+
+def _fields(t, names):
+    missing = [f for f in names if not hasattr(t, f)]
+    if missing:
+        return None, f"it has no {', '.join(missing)}"
+    vals = {}
+    for f in names:
+        v = getattr(t, f)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            return None, f"{f}={v!r} is not a whole number"
+        vals[f] = int(v)
+    return vals, None
+
+
+def ub_tile(chip, itemsize: int, buffer_num: int) -> int:
+    """Largest Add tile (elements, whole 32-byte blocks) whose 3 x buffer_num slots fit UB."""
+    return chip.buffers.ub // (QUEUES_PER_TILE * buffer_num) // BLOCK_BYTES * BLOCK_BYTES // itemsize
+
+
+@exercise("03", "tiling across cores: block_factor = ceil(n / cores) in whole 32-byte blocks; "
+                "tile = largest that fits UB (3 queues x buffer_num slots)")
+def add_tiling_fn(fn):
+    """``fn(n, dtype, chip, buffer_num) -> AddTiling`` for the package's Add kernel."""
+    if not callable(fn):
+        return failed("the answer should be your tiling function", expected="a function",
+                      got=repr(fn), hint="pass my_add_tiling itself, without calling it.")
+    if is_empty_function(fn):
+        return not_attempted("write the body of my_add_tiling")
+    for n, dtype, chip_name, bn in ADD_CASES:
+        chip = get_chip(chip_name)
+        dt = np.dtype(dtype)
+        item, per_block = dt.itemsize, BLOCK_BYTES // dt.itemsize
+        case = f"n={n:,}, {dt.name}, chip '{chip_name}' ({chip.ai_cores} cores), buffer_num={bn}"
+        t = fn(n, dt, chip, bn)
+        v, why = _fields(t, ("total", "block_factor", "block_dim", "tile", "buffer_num"))
+        if v is None:
+            return failed(f"for {case} the answer is not an AddTiling", expected="AddTiling(total, "
+                          "block_factor, block_dim, tile, buffer_num)", got=f"{t!r}: {why}",
+                          hint="return AddTiling(n, block_factor, block_dim, tile, buffer_num).")
+        bf, bd, tile = v["block_factor"], v["block_dim"], v["tile"]
+        want_bf = -(-(-(-n // chip.ai_cores)) // per_block) * per_block
+        want_bd = -(-n // want_bf)
+        got = f"block_factor={bf}, block_dim={bd}, tile={tile}"
+        if v["total"] != n or v["buffer_num"] != bn:
+            return failed(f"for {case}: total and buffer_num must be passed through",
+                          expected=f"total={n}, buffer_num={bn}", got=f"total={v['total']}, "
+                          f"buffer_num={v['buffer_num']}", hint="the kernel reads both from the tiling.")
+        if bf < 1 or bf % per_block:
+            return failed(f"for {case}: block_factor is not whole 32-byte blocks",
+                          expected=f"a multiple of {per_block} ({dt.name}), here {want_bf}", got=got,
+                          hint=f"every block starts at block_idx x block_factor; a DMA copy starts on a "
+                               f"32-byte boundary, so round ceil(n / cores) up to a multiple of "
+                               f"{per_block} elements.")
+        if bf * bd < n:
+            hint = ("n // cores drops the remainder: use ceil(n / cores), i.e. -(-n // cores), "
+                    "so the last elements belong to a block." if bf * chip.ai_cores < n else
+                    "block_dim = ceil(n / block_factor): enough blocks to cover every element.")
+            return failed(f"for {case}: the blocks cover {bf * bd:,} of {n:,} elements",
+                          expected=f"block_factor={want_bf}, block_dim={want_bd}", got=got, hint=hint)
+        if bd > chip.ai_cores or (bd - 1) * bf >= n:
+            hint = ("block_factor x cores must reach n: round ceil(n / cores) up to whole 32-byte "
+                    "blocks, never down." if bf * chip.ai_cores < n else
+                    "block_dim = ceil(n / block_factor): a tiny n needs fewer cores.")
+            return failed(f"for {case}: block_dim={bd} launches blocks with nothing to do or more "
+                          f"than the {chip.ai_cores} cores", expected=f"block_factor={want_bf}, "
+                          f"block_dim={want_bd}", got=got, hint=hint)
+        if bf != want_bf:
+            return failed(f"for {case}: block_factor is not the even split",
+                          expected=f"block_factor={want_bf}", got=got,
+                          hint="ceil(n / cores) rounded up to whole 32-byte blocks spreads the work "
+                               "evenly; a bigger block leaves cores idle.")
+        top = ub_tile(chip, item, bn)
+        if tile < 1 or tile % per_block:
+            return failed(f"for {case}: tile={tile} is not whole 32-byte blocks",
+                          expected=f"a positive multiple of {per_block}", got=got,
+                          hint="round the UB share down to 32 bytes before converting to elements.")
+        need = QUEUES_PER_TILE * bn * tile * item
+        if need > chip.buffers.ub:
+            if tile == top * item and QUEUES_PER_TILE * tile * item <= chip.buffers.ub:
+                hint = (f"that tile is {item}x the largest: either it is counted in bytes (the tiling "
+                        f"counts elements: divide by the itemsize) or sized for one slot (each queue "
+                        f"holds buffer_num={bn} slots).")
+            elif tile == top * item:
+                hint = "that is the tile in bytes; the tiling counts elements: divide by the itemsize."
+            elif QUEUES_PER_TILE * tile * item <= chip.buffers.ub:
+                hint = (f"each queue holds buffer_num={bn} slots: 3 x {bn} x tile x {item} B must "
+                        f"fit {chip.buffers.ub:,} B.")
+            else:
+                hint = "UB holds 3 queues (x, y in; z out), buffer_num slots each, of one tile."
+            return failed(f"for {case}: the tile does not fit UB",
+                          expected=f"3 x {bn} x tile x {item} B <= {chip.buffers.ub:,} B (tile <= {top})",
+                          got=f"{got}: {need:,} B", hint=hint)
+        if tile < min(top, bf):
+            return failed(f"for {case}: the tile is smaller than it needs to be",
+                          expected=f"tile = min({top}, block_factor) = {min(top, bf)}", got=got,
+                          hint="every copy pays a start-up: take the largest tile that fits UB "
+                               "(no longer than the block).")
+        x, y = ref.inputs(n, dt)
+        try:
+            z, _ = ref.run_add_tiling(t, x, y, chip=chip)
+        except (AlignmentError, BufferOverflowError) as err:
+            return failed(f"for {case} the kernel stopped", got=f"{type(err).__name__}: {err}",
+                          hint="block_factor and tile must be whole 32-byte blocks.")
+        if not np.array_equal(z, (x + y).astype(dt)):
+            bad = int(np.flatnonzero(z != x + y)[0])
+            return failed(f"for {case} z is not x + y", expected="z = x + y everywhere",
+                          got=f"first wrong element at {bad}", hint="every element must fall in one block.")
+    t = fn(ref.TAIL_N, np.dtype(np.float16), get_chip(ref.CHIP), 2)
+    return passed(f"right on all {len(ADD_CASES)} problems (even splits, tails, n=17, the 910's "
+                  f"32 cores). For n={ref.TAIL_N:,} on the teaching chip:", *ref.describe(t).splitlines())
+
+
+def _row_ref(rows, cols, dtype, chip, bn=2):
+    rb = ref.row_bytes(cols, dtype)
+    rpc = -(-rows // chip.ai_cores)
+    return rpc, -(-rows // rpc), min(rpc, (chip.buffers.ub - rb) // (2 * bn * rb))
+
+
+@exercise("03", "2-D tiling: whole rows per core and per tile; UB holds gamma + 2 queues x "
+                "buffer_num x rows_per_tile rows")
+def row_tiling(fn):
+    """``fn(rows, cols, dtype, chip) -> RowTiling`` (buffer_num 2) for KernelRowScale."""
+    if not callable(fn):
+        return failed("the answer should be your tiling function", expected="a function",
+                      got=repr(fn), hint="pass my_row_tiling itself, without calling it.")
+    if is_empty_function(fn):
+        return not_attempted("write the body of my_row_tiling")
+    for rows, cols, dtype, chip_name in ref.ROW_CASES:
+        chip, dt = get_chip(chip_name), np.dtype(dtype)
+        case = f"{rows} x {cols} {dt.name} on chip '{chip_name}' ({chip.ai_cores} cores, UB {fmt_bytes(chip.buffers.ub)})"
+        t = fn(rows, cols, dt, chip)
+        v, why = _fields(t, ("rows", "cols", "rows_per_core", "block_dim", "rows_per_tile", "buffer_num"))
+        if v is None:
+            return failed(f"for {case} the answer is not a RowTiling", expected="RowTiling(rows, cols, "
+                          "rows_per_core, block_dim, rows_per_tile, buffer_num)", got=f"{t!r}: {why}",
+                          hint="return lab03.RowTiling(rows, cols, rows_per_core, block_dim, rows_per_tile, 2).")
+        rpc, bd, rpt = v["rows_per_core"], v["block_dim"], v["rows_per_tile"]
+        want = _row_ref(rows, cols, dt, chip)
+        got = f"rows_per_core={rpc}, block_dim={bd}, rows_per_tile={rpt}"
+        expected = f"rows_per_core={want[0]}, block_dim={want[1]}, rows_per_tile={want[2]}"
+        if (v["rows"], v["cols"], v["buffer_num"]) != (rows, cols, 2):
+            return failed(f"for {case}: rows, cols and buffer_num=2 must be passed through",
+                          expected=f"rows={rows}, cols={cols}, buffer_num=2",
+                          got=f"rows={v['rows']}, cols={v['cols']}, buffer_num={v['buffer_num']}",
+                          hint="the kernel reads them from the tiling.")
+        if rpc < 1 or rpc * bd < rows:
+            return failed(f"for {case}: the blocks hold {max(0, rpc * bd)} of {rows} rows",
+                          expected=expected, got=got,
+                          hint="rows_per_core = ceil(rows / cores): rows // cores loses the remainder.")
+        if bd > chip.ai_cores or (bd - 1) * rpc >= rows:
+            return failed(f"for {case}: block_dim={bd} launches empty blocks or more than "
+                          f"{chip.ai_cores} cores", expected=expected, got=got,
+                          hint="rows_per_core = ceil(rows / cores): rows // cores loses the remainder."
+                          if rpc * chip.ai_cores < rows else "block_dim = ceil(rows / rows_per_core).")
+        if rpc != want[0]:
+            return failed(f"for {case}: the rows are not split evenly", expected=expected, got=got,
+                          hint="rows_per_core = ceil(rows / cores) keeps every core equally busy.")
+        if rpt < 1:
+            return failed(f"for {case}: a tile must hold at least one row", expected=expected, got=got,
+                          hint="rows_per_tile counts whole rows: at least 1.")
+        need = ref.row_demand(rpt, cols, dt)
+        if need > chip.buffers.ub:
+            rb = ref.row_bytes(cols, dt)
+            if 4 * rpt * rb <= chip.buffers.ub:
+                hint = (f"gamma ({fmt_bytes(rb)}, one row) stays in UB for the whole kernel: take it "
+                        f"off UB before dividing the rest among the queues.")
+            elif 2 * rpt * rb + rb <= chip.buffers.ub:
+                hint = "in_x and out_z each hold buffer_num=2 slots: 2 queues x 2 slots x rows_per_tile rows."
+            else:
+                hint = "UB holds gamma + in_x and out_z, 2 slots each, of rows_per_tile whole rows."
+            return failed(f"for {case}: the tile does not fit UB",
+                          expected=f"gamma + 2 x 2 x rows_per_tile x {rb:,} B <= {chip.buffers.ub:,} B",
+                          got=f"{got}: {need:,} B", hint=hint)
+        if rpt < want[2]:
+            return failed(f"for {case}: tiles are smaller than UB allows", expected=expected, got=got,
+                          hint="take as many whole rows as fit (no more than a block has): fewer, "
+                               "longer copies pay fewer start-ups.")
+        x, g = ref.row_inputs(rows, cols, dt)
+        z, _ = ref.run_row_scale(t, x, g, chip=chip)
+        if not np.array_equal(z, x * g):
+            return failed(f"for {case} z is not x * gamma", expected="every row scaled",
+                          got=f"{int(np.sum(np.any(z != x * g, axis=1)))} wrong rows",
+                          hint="every row must fall in exactly one block.")
+    rows, cols, dt, chip_name = ref.ROW_CASES[1]
+    t = fn(rows, cols, np.dtype(dt), get_chip(chip_name))
+    return passed(f"whole rows fit UB in all {len(ref.ROW_CASES)} problems. {rows} x {cols} on the "
+                  f"teaching chip: {t.rows_per_core} rows per core, {t.rows_per_tile} row per tile "
+                  f"({fmt_bytes(ref.row_demand(t.rows_per_tile, cols, dt))} of UB with gamma); a "
+                  f"row longer than that must be split along columns (lab 07).")
+
+
+def _as_names(answer):
+    if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
+        return None
+    if not all(isinstance(a, str) for a in answer):
+        return None
+    return {a.strip().upper() for a in answer}
+
+
+@exercise("03", "buffer demand of a matmul tiling: buffers x tile bytes x buffer count, "
+                "the L0C accumulator in fp32")
+def overflowing_buffers(answer):
+    """The set of buffers (of L1, L0A, L0B, L0C) that lab03.predict_tiling() overflows on the
+    teaching chip."""
+    if is_blank(answer):
+        return not_attempted()
+    chip = get_chip(ref.CHIP)
+    t = ref.predict_tiling()
+    demand = buffer_demand(t)
+    want = {b for b, (need, _) in demand.items() if need > chip.buffer_bytes(b)}
+    table = [f"{b}: {how} = {fmt_bytes(need)} of {fmt_bytes(chip.buffer_bytes(b))}"
+             f"{'  OVERFLOWS' if need > chip.buffer_bytes(b) else ''}" for b, (need, how) in demand.items()]
+    got = _as_names(answer)
+    if got is None:
+        return failed("the answer should be a set of buffer names", expected=repr(sorted(want)),
+                      got=repr(answer), hint='a set of strings such as {"L0A"} (set() if none overflows).')
+    if got == want:
+        return passed(f"{' and '.join(sorted(want))} overflow:", *table)
+    single = {b for b, (need, _) in demand.items()
+              if need // {"L1": t.l1_buffers, "L0A": t.l0_buffers, "L0B": t.l0_buffers,
+                          "L0C": t.l0c_buffers}[b] > chip.buffer_bytes(b)}
+    fp16_acc = {b for b in want if b != "L0C"} | ({"L0C"} if demand["L0C"][0] // 2 > chip.buffers.l0c else set())
+    unknown = got - set(BUFFERS)
+    if unknown:
+        hint = f"the tiling's buffers are {', '.join(BUFFERS)} (UB is not used by a matmul)."
+    elif got == single:
+        hint = "each buffer holds buffer_num copies of its tile (2 = double buffering): double them."
+    elif got == fp16_acc:
+        hint = "L0C accumulates in fp32: 4 bytes per element of the TILE_M x TILE_N tile, not 2."
+    elif want - got:
+        b = sorted(want - got)[0]
+        hint = f"{b} overflows too: {demand[b][1]} = {fmt_bytes(demand[b][0])} > {fmt_bytes(chip.buffer_bytes(b))}."
+    else:
+        b = sorted(got - want)[0]
+        hint = f"{b} fits: {demand[b][1]} = {fmt_bytes(demand[b][0])} <= {fmt_bytes(chip.buffer_bytes(b))}."
+    return failed("not the buffers that overflow", expected=repr(sorted(want)), got=repr(sorted(got)),
+                  hint=hint)

@@ -1,0 +1,192 @@
+"""Lab 03 (tiling): the inputs, the kernels and the runs its exercises and pictures use.
+
+* :func:`describe`: an Add tiling in words (blocks per core, tiles per block, the tails);
+* :func:`run_add_tiling`: launch the package's Add kernel with any AddTiling (the learner's);
+* :class:`RowTiling`, :class:`KernelRowScale`, :func:`run_row_scale`: a row-wise operator
+  (z[r, :] = x[r, :] * gamma, the last step of LayerNorm) whose tiles must hold whole rows;
+* :data:`PREDICT_SHAPE`, :data:`PREDICT_RECIPE`, :func:`predict_tiling`: the matmul tiling whose
+  overflowing buffers exercise 3 asks for;
+* :func:`cores_sweep`: cycles of one Add on the 910 with 1, 2, 4 ... 32 cores.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .. import lang
+from ..chips import get_chip
+from ..errors import ShapeError
+from ..kernels.elementwise import BLOCK_BYTES, AddTiling, add_kernel, add_tiling
+from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, get_block_idx, launch
+
+CHIP = "teach"
+TAIL_N = 5000             # the Add with tails the lab shows
+SEED = 0
+#: the row-wise operator's problems the checker runs: (rows, cols, dtype, chip)
+ROW_CASES = ((1000, 256, np.float16, "teach"), (7, 1024, np.float16, "teach"),
+             (33, 512, np.float32, "teach"), (64, 4096, np.float16, "910"))
+#: exercise 3: which buffers does this matmul tiling overflow on the teaching chip?
+PREDICT_SHAPE = (256, 256, 256)
+PREDICT_RECIPE = (64, 128, 128, 32, 2, 2, 2)     # TILE_M, TILE_N, TILE_K, TILE_K0, L1/L0/L0C buffers
+
+
+def inputs(n: int, dtype=np.float16, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """x, y: n seeded values of ``dtype``."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype))
+
+
+def describe(t: AddTiling, itemsize: int = 2) -> str:
+    """The tiling in words: each block's length, its tiles and the tails."""
+    lines = [f"{t.total:,} elements over {t.block_dim} block(s) of block_factor={t.block_factor:,} "
+             f"({t.block_factor * itemsize:,} B = {t.block_factor * itemsize / BLOCK_BYTES:g} "
+             f"32-byte blocks); tile={t.tile:,} elements, buffer_num={t.buffer_num}"]
+    for b in range(t.block_dim):
+        length = min(t.block_factor, t.total - b * t.block_factor)
+        full, tail = divmod(length, t.tile)
+        parts = f"{full} full tile(s)" + (f" + a tail tile of {tail:,}" if tail else "")
+        pad = (f" (its last copy moves {tail * itemsize:,} B: not whole 32-byte blocks, so data_copy_pad)"
+               if tail and tail * itemsize % BLOCK_BYTES else "")
+        lines.append(f"  block {b}: elements {b * t.block_factor:,}..{b * t.block_factor + length:,} "
+                     f"= {length:,}: {parts}{pad}")
+    return "\n".join(lines)
+
+
+def run_add_tiling(t, x: np.ndarray, y: np.ndarray, chip=CHIP, mode: str = "functional"):
+    """Launch the package's Add kernel (KernelAdd) with tiling ``t``; returns (z, trace)."""
+    (_, _, z, _), trace = launch(add_kernel, t.block_dim, x, y, np.zeros_like(x), t, chip=chip, mode=mode)
+    return z, trace
+
+
+def tail_trace():
+    """The Add of TAIL_N fp16 elements on the teaching chip with the default tiling: (tiling, trace)."""
+    x, y = inputs(TAIL_N)
+    t = add_tiling(TAIL_N, np.float16, CHIP)
+    z, trace = run_add_tiling(t, x, y)
+    assert np.array_equal(z, x + y)
+    return t, trace
+
+
+# -- a row-wise operator ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RowTiling:
+    """TilingData of the row-wise operator: whole rows per core, whole rows per tile."""
+    rows: int
+    cols: int
+    rows_per_core: int     # rows of one block (the last block may get fewer)
+    block_dim: int         # blocks launched
+    rows_per_tile: int     # rows in one UB tile (one slot of each queue)
+    buffer_num: int = 2    # slots of the in and out queues
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def row_bytes(cols: int, dtype) -> int:
+    """Bytes of one row in UB: whole 32-byte blocks."""
+    b = cols * np.dtype(dtype).itemsize
+    return -(-b // BLOCK_BYTES) * BLOCK_BYTES
+
+
+class KernelRowScale:
+    """One block of z[r, :] = x[r, :] * gamma (gamma: one row, kept in UB for the whole run).
+
+    UB holds: gamma (one row, a 1-slot queue) + in_x and out_z, ``buffer_num`` slots each of
+    ``rows_per_tile`` rows."""
+
+    def __init__(self, x, gamma, z, t: RowTiling):
+        r0 = get_block_idx() * t.rows_per_core
+        self.rows = min(t.rows_per_core, t.rows - r0)          # the last block may be short
+        self.cols, self.tile = t.cols, t.rows_per_tile
+        c = t.cols
+        self.x_gm, self.z_gm, self.gamma_gm = x[r0 * c:(r0 + self.rows) * c], z[r0 * c:(r0 + self.rows) * c], gamma
+        self.dtype = x.dtype
+        self.pipe = Pipe()
+        self.in_g = Queue(VECIN, "gamma")
+        self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
+        rb = row_bytes(c, self.dtype)
+        self.pipe.init_buffer(self.in_g, 1, rb)
+        for q in (self.in_x, self.out_z):
+            self.pipe.init_buffer(q, t.buffer_num, self.tile * rb)
+        self.stride = rb // self.dtype.itemsize                  # elements between rows in UB
+
+    def process(self) -> None:
+        g = self.in_g.alloc_tensor(self.dtype)
+        data_copy(g, self.gamma_gm, self.cols)
+        self.in_g.enque(g)
+        g = self.in_g.deque()
+        for i in range(-(-self.rows // self.tile)):
+            n = min(self.tile, self.rows - i * self.tile)
+            x = self.in_x.alloc_tensor(self.dtype)
+            for r in range(n):                                  # row by row: rows sit 32-byte aligned
+                data_copy(x[r * self.stride:], self.x_gm[(i * self.tile + r) * self.cols:], self.cols)
+            self.in_x.enque(x)
+            x, z = self.in_x.deque(), self.out_z.alloc_tensor(self.dtype)
+            for r in range(n):
+                lang.mul(z[r * self.stride:], x[r * self.stride:], g, self.cols)
+            self.out_z.enque(z)
+            self.in_x.free_tensor(x)
+            z = self.out_z.deque()
+            for r in range(n):
+                data_copy(self.z_gm[(i * self.tile + r) * self.cols:], z[r * self.stride:], self.cols)
+            self.out_z.free_tensor(z)
+        self.in_g.free_tensor(g)
+
+
+def row_inputs(rows: int, cols: int, dtype=np.float16, seed: int = SEED):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((rows, cols)).astype(dtype), rng.standard_normal(cols).astype(dtype))
+
+
+def run_row_scale(t, x: np.ndarray, gamma: np.ndarray, chip=CHIP):
+    """Launch KernelRowScale with tiling ``t``; returns (z of shape (rows, cols), trace)."""
+    if x.shape[1] * x.dtype.itemsize % BLOCK_BYTES:
+        raise ShapeError(f"run_row_scale: a row of {x.shape[1]} {x.dtype} is not whole 32-byte blocks")
+
+    def kernel(xg, gg, zg, tt):
+        KernelRowScale(xg, gg, zg, tt).process()
+
+    (_, _, z, _), trace = launch(kernel, t.block_dim, x.reshape(-1), gamma, np.zeros(x.size, x.dtype), t,
+                                 chip=chip)
+    return z.reshape(x.shape), trace
+
+
+def row_demand(rows_per_tile: int, cols: int, dtype, buffer_num: int = 2) -> int:
+    """UB bytes KernelRowScale reserves: gamma + 2 queues x buffer_num x rows_per_tile rows."""
+    rb = row_bytes(cols, dtype)
+    return rb + 2 * buffer_num * rows_per_tile * rb
+
+
+# -- exercise 3 and the measure ------------------------------------------------------------------
+def predict_tiling(chip=CHIP):
+    """The matmul tiling of exercise 3 (not clamped to the problem)."""
+    from ..kernels.matmul_tiling import make_tiling
+    return make_tiling(PREDICT_SHAPE, np.float16, chip, PREDICT_RECIPE, clamp=False)
+
+
+def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = "910") -> list[dict]:
+    """Timing-mode Add of ``n`` fp16 elements split over each number of cores (the tile as
+    add_tiling picks it for that block size); cycles, time and achieved GM bandwidth."""
+    c = get_chip(chip)
+    x = np.zeros(n, np.float16)
+    rows = []
+    for k in cores:
+        bf = -(-(-(-n // k)) // 16) * 16                       # ceil(n / k), whole 32-byte blocks
+        ub_tile = c.buffers.ub // (3 * 2) // BLOCK_BYTES * BLOCK_BYTES // 2
+        tile = min(ub_tile, -(-(-(-bf // 8)) // 16) * 16)       # at least 8 tiles a block
+        t = AddTiling(n, bf, -(-n // bf), tile, 2)
+        _, trace = run_add_tiling(t, x, x, chip=c.name, mode="timing")
+        us = trace.us(trace.cycles)
+        rows.append({"cores": t.block_dim, "cycles": trace.cycles, "us": us,
+                     "gb_s": 3 * n * 2 / us / 1e3})
+    return rows
+
+
+def print_sweep(rows, chip: str = "910") -> None:
+    c = get_chip(chip)
+    print(f"{'cores':>5}  {'cycles':>10}  {'time':>9}  {'GM traffic':>10}  {'speed-up':>8}")
+    for r in rows:
+        print(f"{r['cores']:>5}  {r['cycles']:>10,}  {r['us']:>7.1f}us  {r['gb_s']:>6.0f}GB/s  "
+              f"{rows[0]['cycles'] / r['cycles']:>7.1f}x")
+    print(f"HBM of the {c.name}: {c.gm_bandwidth_gbs:,.0f} GB/s shared by all {c.ai_cores} cores")

@@ -1,0 +1,171 @@
+"""Lab 05 (matmul on the cube): the pictures, the K-loop kernel its exercise completes, and the
+naive / tiled / tuned comparison.
+
+* :func:`plot_nz`: where each element of a small matrix sits in NZ storage;
+* :func:`kloop_kernel`, :func:`run_kloop`: a one-core matmul whose K loop (L1 -> L0A/L0B ->
+  mmad into L0C) is a function the learner writes; :func:`k_loop_reference` is one;
+* :func:`see_it`: the package's matmul template on the teaching chip (a trace to look at);
+* :func:`compare`: cycles and utilization of the naive, seed, default and autotuned tilings
+  of one problem on the 910 (timing mode; long runs extrapolated by the bench).
+"""
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import numpy as np
+
+from .. import formats as F
+from ..kernels import autotune, bench
+from ..kernels.matmul import run_matmul
+from ..kernels.matmul_tiling import default_tiling, make_tiling
+from ..lang import A1, A2, B1, B2, CO1, Pipe, Queue, data_copy_nd2nz, fixpipe, launch, load_data, mmad
+
+SEED = 0
+#: the K-loop exercise's problems: (M, N, K, K0) on the teaching chip, one core
+KLOOP_CASES = ((40, 48, 256, 64), (16, 16, 16, 16), (20, 33, 200, 64))
+#: the performance exercise and the measure: one fp16 problem on the 910
+PERF_SHAPE = (2048, 2048, 2048)
+PERF_CHIP = "910"
+TARGET_UTILIZATION = 0.80
+
+
+def show(obj) -> None:
+    print(textwrap.dedent(inspect.getsource(obj)))
+
+
+def plot_nz(m: int = 20, n: int = 40, ax=None):
+    """Each element of an (m, n) fp16 matrix coloured by its fractal, labelled with its offset
+    in NZ storage (every 4th shown)."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
+    idx = np.arange(m * n).reshape(m, n)
+    nz = F.nd_to_nz(idx, c0=16).reshape(-1)               # storage order: which element is where
+    pos = np.flatnonzero(nz)                              # 0 is padding (or element 0, at offset 0)
+    where = np.zeros(m * n, np.int64)
+    where[nz[pos]] = pos
+    off = where.reshape(m, n)
+    frac = (np.arange(n)[None, :] // 16) * 100 + (np.arange(m)[:, None] // 16)
+    ax.imshow(frac % 7, cmap="Pastel1", aspect="auto", interpolation="nearest")
+    for r in range(m):
+        for c in range(n):
+            if c % 4 == 0:
+                ax.text(c, r, str(off[r, c]), ha="center", va="center", fontsize=5.5)
+    for x in range(16, n, 16):
+        ax.axvline(x - 0.5, color="black", lw=1.2)
+    for y in range(16, m, 16):
+        ax.axhline(y - 0.5, color="black", lw=1.2)
+    ax.set_xticks(range(0, n, 8))
+    ax.set_yticks(range(0, m, 4))
+    ax.set_xlabel("column c")
+    ax.set_ylabel("row r")
+    ax.set_title(f"a {m} x {n} fp16 matrix in NZ: 16 x 16 fractals stored column of fractals by column, "
+                 f"each row by row (numbers: storage offset)", fontsize=9)
+    return ax
+
+
+# -- the K loop ----------------------------------------------------------------------------------
+def k_loop_reference(c, a1, b1, a2q, b2q, m, n, k, k0):
+    """L0C (c) = A x B, K0 columns of A and rows of B at a time through L0A / L0B."""
+    for k_off in range(0, k, k0):
+        kk = min(k0, k - k_off)
+        a2 = a2q.alloc_tensor(np.float16)
+        load_data(a2, a1, m, kk, src_rows=F.round_up(m, 16), col_off=k_off)
+        a2q.enque(a2)
+        b2 = b2q.alloc_tensor(np.float16)
+        load_data(b2, b1, kk, n, src_rows=F.round_up(k, 16), row_off=k_off)
+        b2q.enque(b2)
+        a2, b2 = a2q.deque(), b2q.deque()
+        mmad(c, a2, b2, m, n, kk, init=(k_off == 0))
+        a2q.free_tensor(a2)
+        b2q.free_tensor(b2)
+
+
+def kloop_kernel(k_loop):
+    """The one-core kernel around ``k_loop``: A and B to L1 in NZ, then ``k_loop`` fills L0C,
+    then FixPipe writes C to GM."""
+
+    def kernel(a_gm, b_gm, c_gm, m, n, k, k0):
+        pipe = Pipe()
+        a1q, b1q = Queue(A1, "a_l1"), Queue(B1, "b_l1")               # GM -> L1 (MTE2)
+        a2q, b2q = Queue(A2, "a_l0a"), Queue(B2, "b_l0b")             # L1 -> L0A / L0B (MTE1)
+        cq = Queue(CO1, "c_l0c")                                      # L0C: cube -> FixPipe
+        pipe.init_buffer(a1q, 1, F.round_up(m, 16) * F.round_up(k, 16) * 2)
+        pipe.init_buffer(b1q, 1, F.round_up(k, 16) * F.round_up(n, 16) * 2)
+        pipe.init_buffer(a2q, 2, F.round_up(m, 16) * F.round_up(k0, 16) * 2)
+        pipe.init_buffer(b2q, 2, F.round_up(k0, 16) * F.round_up(n, 16) * 2)
+        pipe.init_buffer(cq, 1, F.round_up(m, 16) * F.round_up(n, 16) * 4)
+        a1 = a1q.alloc_tensor(np.float16)
+        data_copy_nd2nz(a1, a_gm, m, k)                              # A (m, k) -> NZ in L1
+        a1q.enque(a1)
+        b1 = b1q.alloc_tensor(np.float16)
+        data_copy_nd2nz(b1, b_gm, k, n)                              # B (k, n) -> NZ in L1
+        b1q.enque(b1)
+        a1, b1 = a1q.deque(), b1q.deque()
+        c = cq.alloc_tensor(np.float32)
+        k_loop(c, a1, b1, a2q, b2q, m, n, k, k0)                      # <- the exercise
+        cq.enque(c)
+        c = cq.deque()
+        fixpipe(c_gm, c, m, n)                                       # L0C (NZ fp32) -> GM (ND fp32)
+        cq.free_tensor(c)
+        a1q.free_tensor(a1)
+        b1q.free_tensor(b1)
+
+    return kernel
+
+
+def kloop_inputs(m: int, n: int, k: int, seed: int = SEED):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+
+
+def run_kloop(k_loop, m: int, n: int, k: int, k0: int, chip: str = "teach"):
+    """Run the kernel around ``k_loop`` on one core; returns (C fp32 (m, n), trace, a, b)."""
+    a, b = kloop_inputs(m, n, k)
+    (_, _, c, *_), trace = launch(kloop_kernel(k_loop), 1, a.reshape(-1), b.reshape(-1),
+                                  np.zeros(m * n, np.float32), m, n, k, k0, chip=chip)
+    return c.reshape(m, n), trace, a, b
+
+
+# -- the template on the teaching chip, and the comparison on the 910 ---------------------------
+def see_it(shape=(128, 128, 256), chip: str = "teach"):
+    """The matmul template with the default tiling: (tiling, C, trace, A, B)."""
+    m, n, k = shape
+    rng = np.random.default_rng(SEED)
+    a = rng.standard_normal((1, m, k)).astype(np.float16)
+    b = rng.standard_normal((1, k, n)).astype(np.float16)
+    t = default_tiling((1, m, n, k), np.float16, chip)
+    c, trace = run_matmul(a, b, t, chip=chip)
+    return t, c[0], trace, a[0], b[0]
+
+
+def perf_tiling(recipe, shape=PERF_SHAPE, chip=PERF_CHIP):
+    """make_tiling for the performance exercise's problem (tiles as given, not shrunk)."""
+    return make_tiling(shape, np.float16, chip, tuple(recipe), clamp=False)
+
+
+def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> list[dict]:
+    """Bench rows (cycles, lower bound, utilization) of the naive, seed, default and autotuned
+    tilings of ``shape`` fp16 on ``chip``. The autotuner searches ``tune_limit`` candidates
+    without its cache (so the lab's numbers never depend on earlier runs)."""
+    rows = []
+    for name in ("naive", "seed"):
+        rows.append(bench.measure(make_tiling(shape, np.float16, chip, name), chip, full=False))
+    d = default_tiling(shape, np.float16, chip)
+    rows.append(bench.measure(d, chip, full=False))
+    tuned = autotune.autotune(shape, np.float16, chip, limit=tune_limit, use_cache=False, progress=False)
+    rows.append(bench.measure(tuned.tiling, chip, full=False))
+    best = min(r["cycles"] for r in rows)
+    for r in rows:
+        r["vs_best"] = r["cycles"] / best
+    return rows
+
+
+def print_compare(rows) -> None:
+    print(f"{'tiling':<8} {'TILE_M x N x K / K0, buffers L1/L0/L0C':<44} {'cycles':>12} {'utilization':>11} "
+          f"{'vs best':>8}")
+    for r in rows:
+        print(f"{r['tiling']:<8} {r['recipe']:<44} {r['cycles']:>12,} {r['utilization']:>11.1%} "
+              f"{r['vs_best']:>7.1f}x{'  (extrapolated)' if r.get('estimated') else ''}")
+    print(f"lower bound (MACs / (cores x MACs a cycle)): {rows[0]['lower_bound_cycles']:,} cycles")
