@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The timeline scheduler in Cython: same model, signature and results as
+"""The timeline scheduler in Cython: same model (occupancy ``dur``, in-flight ``lat``), signature and results as
 ``npulab.sim.timeline.schedule`` (the readable specification, which the differential tests hold
 this to). What it optimises: typed arrays instead of lists, per-pipe queues laid out once by a
 counting sort of the stream, flag matching by per-key counters instead of dictionaries.
@@ -60,14 +60,18 @@ def match_flags(kind, key):
     return match
 
 
-def schedule(pipe, kind, dur, key, long long issue_cycles=1):
-    """Return ``(start, end, order, match)`` as int64 arrays for one core's stream."""
+def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None):
+    """Return ``(start, end, order, match)`` as int64 arrays for one core's stream
+    (``lat``: in-flight cycles after each WORK's ``dur``, default none)."""
     cdef const signed char[:] pv = np.ascontiguousarray(pipe, dtype=np.int8)
     cdef const signed char[:] kv = np.ascontiguousarray(kind, dtype=np.int8)
     cdef const long long[:] dv = np.ascontiguousarray(dur, dtype=np.int64)
     cdef Py_ssize_t n = pv.shape[0], i, j, p, m
-    if kv.shape[0] != n or dv.shape[0] != n or len(key) != n:
-        raise ValueError("pipe, kind, dur and key must have one length")
+    if lat is None:
+        lat = np.zeros(n, dtype=np.int64)
+    cdef const long long[:] lv = np.ascontiguousarray(lat, dtype=np.int64)
+    if kv.shape[0] != n or dv.shape[0] != n or lv.shape[0] != n or len(key) != n:
+        raise ValueError("pipe, kind, dur, key and lat must have one length")
     match = match_flags(kind, key)
     cdef const long long[:] mv = match
     start_a = np.zeros(n, dtype=np.int64)
@@ -84,7 +88,8 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1):
     cdef long long qoff[NUM_PIPES + 1]
     cdef long long queued[NUM_PIPES]
     cdef long long head[NUM_PIPES]
-    cdef long long pipe_free[NUM_PIPES]
+    cdef long long pipe_free[NUM_PIPES]       # when each pipe can start its next instruction
+    cdef long long last_end[NUM_PIPES]        # when everything issued to it has completed
     for p in range(NUM_PIPES + 1):
         qoff[p] = 0
     for i in range(n):
@@ -97,6 +102,7 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1):
         queued[p] = 0
         head[p] = 0
         pipe_free[p] = 0
+        last_end[p] = 0
     cdef long long sclock = 0, s, e
     cdef Py_ssize_t cursor = 0, norder = 0
     cdef bint progress, busy, finished
@@ -113,8 +119,8 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1):
                     break
                 s = sclock
                 for p in range(NUM_PIPES):
-                    if pipe_free[p] > s:
-                        s = pipe_free[p]
+                    if last_end[p] > s:
+                        s = last_end[p]
                 st[i] = s; en[i] = s; done[i] = 1; order[norder] = i; norder += 1
                 sclock = s
             elif pv[i] == 0:
@@ -146,13 +152,19 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1):
                     break
                 s = issued[i] if issued[i] > pipe_free[p] else pipe_free[p]
                 if kv[i] == WORK:
-                    e = s + dv[i]
+                    pipe_free[p] = s + dv[i]
+                    e = s + dv[i] + lv[i]
+                    if last_end[p] > e:
+                        e = last_end[p]
                 elif kv[i] == WAIT:
                     e = en[m] if en[m] > s else s
+                    pipe_free[p] = e
                 else:
-                    e = s
+                    pipe_free[p] = s
+                    e = last_end[p] if last_end[p] > s else s
                 st[i] = s; en[i] = e; done[i] = 1; order[norder] = i; norder += 1
-                pipe_free[p] = e
+                if e > last_end[p]:
+                    last_end[p] = e
                 head[p] += 1
                 progress = True
         finished = cursor == n

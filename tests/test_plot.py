@@ -89,14 +89,27 @@ def test_gantt_bars_are_the_work_instructions(small_trace, core):
     ax = P.gantt(tr, core, max_bars=10**9)
     assert ax.get_xlim() == (0.0, float(tr.core_cycles[core]))
     for p in range(NUM_PIPES):
-        sel = (tr.core == core) & (tr.pipe == p) & (tr.end > tr.start)
-        work = sel & (tr.kind == Kind.WORK)
-        wait = sel & ((tr.kind == Kind.WAIT) | (tr.kind == Kind.BARRIER_ALL))
+        on = (tr.core == core) & (tr.pipe == p)
+        work = on & (tr.kind == Kind.WORK) & (tr.busy_end > tr.start)
+        wait = on & ((tr.kind == Kind.WAIT) | (tr.kind == Kind.BARRIER_ALL)) & (tr.end > tr.start)
         track = TRACK_NAMES[Pipe(p)]
-        assert _collection_x(ax, f"{track} work") == sorted(zip(tr.start[work].astype(float),
-                                                                 tr.end[work].astype(float)))
+        bars = _collection_x(ax, f"{track} work")          # the occupancy: never overlapping
+        assert bars == sorted(zip(tr.start[work].astype(float), tr.busy_end[work].astype(float)))
+        assert all(a[1] <= b[0] for a, b in zip(bars, bars[1:]))
         assert _collection_x(ax, f"{track} wait") == sorted(zip(tr.start[wait].astype(float),
                                                                  tr.end[wait].astype(float)))
+        # the in-flight strip covers exactly the union of the copies' tails
+        tail = on & (tr.kind == Kind.WORK) & (tr.end > tr.busy_end)
+        strip = _collection_x(ax, f"{track} tail")
+        assert all(a[1] < b[0] for a, b in zip(strip, strip[1:]))
+        covered = np.zeros(int(tr.core_cycles[core]) + 1, bool)
+        for s, e in zip(tr.busy_end[tail], tr.end[tail]):
+            covered[s:e] = True
+        drawn = np.zeros_like(covered)
+        for s, e in strip:
+            drawn[int(s):int(e)] = True
+        assert np.array_equal(covered, drawn)
+        assert bool(strip) == (p in (Pipe.MTE2, Pipe.MTE3))     # Add's copies, nothing else
     # the Add kernel really works on MTE2, VECTOR and MTE3 and stalls on its queues
     assert len(_collection_x(ax, "VECTOR work")) > 10 and len(_collection_x(ax, "MTE3 wait")) > 10
     texts = [t.get_text() for t in ax.texts if t.get_visible()]
@@ -106,9 +119,10 @@ def test_gantt_bars_are_the_work_instructions(small_trace, core):
 def test_gantt_range_keeps_only_overlapping_bars(small_trace):
     tr = small_trace
     ax = P.gantt(tr, 0, start=500, end=900, max_bars=10**9)
-    sel = (tr.core == 0) & (tr.pipe == Pipe.MTE2) & (tr.kind == Kind.WORK) & (tr.end > tr.start)
-    keep = sel & (tr.end >= 500) & (tr.start <= 900)
-    assert _collection_x(ax, "MTE2 work") == sorted(zip(tr.start[keep].astype(float), tr.end[keep].astype(float)))
+    sel = (tr.core == 0) & (tr.pipe == Pipe.MTE2) & (tr.kind == Kind.WORK) & (tr.busy_end > tr.start)
+    keep = sel & (tr.busy_end >= 500) & (tr.start <= 900)
+    assert _collection_x(ax, "MTE2 work") == sorted(zip(tr.start[keep].astype(float),
+                                                        tr.busy_end[keep].astype(float)))
     assert ax.get_xlim() == (500.0, 900.0)
     with pytest.raises(ValueError, match="start < end"):
         P.gantt(tr, 0, start=900, end=500)
@@ -136,8 +150,23 @@ def test_pipe_time_adds_up_and_names_the_queues(small_trace):
     rows = P.pipe_time(tr, 0)
     busy = tr.busy_cycles(0)
     for p, r in enumerate(rows):
-        assert r["busy"] + sum(r["waits"].values()) + r["idle"] == r["span"] == tr.core_cycles[0]
+        assert r["busy"] + sum(r["waits"].values()) + r["in_flight"] + r["idle"] == r["span"] \
+            == tr.core_cycles[0]
         assert r["busy"] == busy[p]
+    # MTE3 waits for the kernel's last copy out to land: latency no other copy hides
+    assert rows[Pipe.MTE3]["in_flight"] >= tr.chip.pipes.mte3_startup_cycles
+    assert rows[Pipe.V]["in_flight"] == 0 and rows[Pipe.M]["in_flight"] == 0
+    # by hand: cycles of the run a copy of MTE2 was in flight and the pipe neither worked nor stalled
+    sel = (tr.core == 0) & (tr.pipe == Pipe.MTE2)
+    flight = np.zeros(int(tr.core_cycles[0]), bool)
+    occupied = np.zeros_like(flight)
+    for s, b, e, k in zip(tr.start[sel], tr.busy_end[sel], tr.end[sel], tr.kind[sel]):
+        if k == Kind.WORK:
+            occupied[s:b] = True
+            flight[b:e] = True
+        elif k == Kind.WAIT:
+            occupied[s:e] = True
+    assert rows[Pipe.MTE2]["in_flight"] == int((flight & ~occupied).sum())
     vec = rows[Pipe.V]
     assert "deque in_x" in vec["waits"]                          # slots summed under the queue
     sel = (tr.core == 0) & (tr.pipe == Pipe.V) & (tr.kind == Kind.WAIT)
@@ -147,7 +176,7 @@ def test_pipe_time_adds_up_and_names_the_queues(small_trace):
     # a window clips the bars at its edges
     r = P.pipe_time(tr, 0, 100, 400)[Pipe.MTE2]
     sel = (tr.core == 0) & (tr.pipe == Pipe.MTE2) & (tr.kind == Kind.WORK)
-    clipped = np.clip(np.minimum(tr.end[sel], 400) - np.maximum(tr.start[sel], 100), 0, None).sum()
+    clipped = np.clip(np.minimum(tr.busy_end[sel], 400) - np.maximum(tr.start[sel], 100), 0, None).sum()
     assert r["busy"] == clipped and r["span"] == 300
     text = P.pipe_time_table(rows)
     assert "VECTOR" in text and "deque in_x" in text and "CUBE" not in text
@@ -156,13 +185,15 @@ def test_pipe_time_adds_up_and_names_the_queues(small_trace):
 # -- occupancy --------------------------------------------------------------------------------
 def _by_hand(device, trace):
     """{(core, buffer): [(size, t_taken, t_released)]} from the buffers' AllocRecord logs, with
-    instruction indices turned into cycles through the trace's end column of that core."""
+    instruction indices turned into cycles through the trace of that core: taken when its pipe
+    passed the alloc (busy_end), released when the free completed (end)."""
     out = {}
     for core in device.cores:
         end = trace.end[trace.core == core.index]
+        busy_end = trace.busy_end[trace.core == core.index]
         last = int(end.max())
         for buf in core.buffers.values():
-            out[core.index, buf.name] = [(r.size, int(end[r.taken]),
+            out[core.index, buf.name] = [(r.size, int(busy_end[r.taken]),
                                           int(end[r.released]) if r.released >= 0 else last)
                                          for r in buf.log]
     return out

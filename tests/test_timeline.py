@@ -15,8 +15,10 @@ K = flag_key(Pipe.MTE2, Pipe.V, 0)
 
 
 def run(twin, rows, issue=1):
-    pipe, kind, dur, key = zip(*rows)
-    s, e, order, match = TWINS[twin](list(pipe), list(kind), list(dur), list(key), issue)
+    """rows: (pipe, kind, dur, key) or (pipe, kind, dur, key, lat) each."""
+    rows = [tuple(r) + (0,) * (5 - len(r)) for r in rows]
+    pipe, kind, dur, key, lat = zip(*rows)
+    s, e, order, match = TWINS[twin](list(pipe), list(kind), list(dur), list(key), issue, list(lat))
     return list(map(int, s)), list(map(int, e))
 
 
@@ -65,6 +67,46 @@ def test_kth_wait_matches_kth_set(twin):
 
 
 @pytest.mark.parametrize("twin", TWINS)
+def test_back_to_back_copies_overlap_their_latencies(twin):
+    rows = [(Pipe.MTE2, W, 10, -1, 200), (Pipe.MTE2, W, 10, -1, 200)]
+    # the pipe is free after 10 cycles of transfer; each copy completes 200 cycles later.
+    # (Paid serially, the second would run 210-430.)
+    assert run(twin, rows) == ([0, 10], [210, 220])
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_pipe_completes_in_order(twin):
+    rows = [(Pipe.MTE2, W, 10, -1, 200), (Pipe.MTE2, W, 5, -1, 0), (Pipe.MTE2, W, 5, -1, 300)]
+    # the short second copy cannot complete before the first: it completes at 210 too
+    assert run(twin, rows) == ([0, 10, 15], [210, 210, 320])
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_set_fires_at_the_copys_completion_and_the_wait_sees_it(twin):
+    rows = [(Pipe.MTE2, W, 100, -1, 200), (Pipe.MTE2, SET, 0, K, 50), (Pipe.V, WAIT, 0, K),
+            (Pipe.V, W, 8, -1), (Pipe.MTE2, W, 50, -1, 200)]
+    s, e = run(twin, rows)
+    assert (s[0], e[0]) == (0, 300)          # 100 cycles on MTE2, then 200 in flight
+    assert (s[1], e[1]) == (100, 300)        # the set (its lat ignored) fires at completion
+    assert (s[2], e[2]) == (2, 300)          # the wait holds V until then
+    assert (s[3], e[3]) == (300, 308)
+    assert (s[4], e[4]) == (100, 350)        # a set does not hold its pipe: the next copy starts
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_barrier_all_waits_for_copies_in_flight(twin):
+    rows = [(Pipe.MTE2, W, 40, -1, 60), (Pipe.V, W, 7, -1), (Pipe.S, BAR, 0, -1), (Pipe.MTE3, W, 5, -1, 9)]
+    s, e = run(twin, rows)
+    assert s[2] == e[2] == 100 and (s[3], e[3]) == (100, 114)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_scalar_work_has_no_latency(twin):
+    rows = [(Pipe.S, W, 50, -1, 99), (Pipe.V, W, 5, -1)]
+    assert run(twin, rows) == ([0, 50], [50, 55])
+
+
+@pytest.mark.parametrize("twin", TWINS)
 def test_wait_without_set_is_a_deadlock(twin):
     rows = [(Pipe.MTE2, W, 10, -1), (Pipe.V, WAIT, 0, K), (Pipe.V, W, 1, -1)]
     with pytest.raises(DeadlockError) as info:
@@ -82,25 +124,35 @@ def test_scalar_wait_on_a_later_set_deadlocks(twin):
 
 
 def _compare(stream, issue):
-    pipe, kind, dur, key = stream
+    pipe, kind, dur, key, lat = stream
     lists = pipe.tolist(), kind.tolist(), dur.tolist(), key.tolist()
     try:
-        sp, ep, op_, mp = timeline.schedule(*lists, issue)
+        sp, ep, op_, mp = timeline.schedule(*lists, issue, lat.tolist())
     except DeadlockError as exc:
         with pytest.raises(DeadlockError) as info:
-            _timeline.schedule(pipe, kind, dur, key, issue)
+            _timeline.schedule(pipe, kind, dur, key, issue, lat)
         assert info.value.blocked == exc.blocked
         return "deadlock"
-    sc, ec, oc, mc = _timeline.schedule(pipe, kind, dur, key, issue)
+    sc, ec, oc, mc = _timeline.schedule(pipe, kind, dur, key, issue, lat)
     assert list(sc) == sp and list(ec) == ep and list(oc) == op_ and list(mc) == mp
     # the model's invariants, checked on the answer itself
     sc, ec = np.asarray(sc), np.asarray(ec)
     assert (ec >= sc).all()
     work = kind == W
-    assert (ec[work] - sc[work] == dur[work]).all()
+    scalar = work & (pipe == Pipe.S)
+    assert (ec[scalar] - sc[scalar] == dur[scalar]).all()               # no latency on S
+    offs = work & (pipe != Pipe.S)
+    assert (ec[offs] >= sc[offs] + dur[offs] + lat[offs]).all()
+    # when each instruction lets its pipe go: work after dur, a wait when released, a set at once
+    free = np.where(work, sc + dur, np.where(kind == WAIT, ec, sc))
     for p in range(1, 7):
         idx = np.flatnonzero((pipe == p) & (kind != BAR))
-        assert (sc[idx][1:] >= ec[idx][:-1]).all()          # in order, one at a time
+        assert (sc[idx][1:] >= free[idx][:-1]).all()        # in order, one at a time
+        done = idx[kind[idx] != WAIT]
+        assert (np.diff(ec[done]) >= 0).all()               # completes in order
+        for j in idx[kind[idx] == SET]:                     # a set fires after all before it
+            before = idx[(idx < j) & (kind[idx] == W)]
+            assert ec[j] >= (ec[before].max() if len(before) else sc[j])
     return "ok"
 
 

@@ -34,12 +34,27 @@ def test_chrome_trace_schema(trace, tmp_path):
     assert names[(0, int(Pipe.MTE2))] == "MTE2" and names[(1, int(Pipe.V))] == "VECTOR"
     procs = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert procs == {"core 0", "core 1"}
-    # one X event per instruction that took time
-    took_time = int(((trace.end > trace.start) & (trace.kind != Kind.SET)).sum())
+    # one X event per instruction that occupied its pipe, spanning that occupancy
+    took_time = int(((trace.busy_end > trace.start) & (trace.kind != Kind.SET)).sum())
     assert len(complete) == took_time
     # durations in microseconds at the chip's clock
+    us = trace.chip.clock_ghz * 1000
     last = max(e["ts"] + e["dur"] for e in complete)
-    assert last == pytest.approx(trace.cycles / (trace.chip.clock_ghz * 1000))
+    assert last == pytest.approx(int(trace.busy_end.max()) / us)
+    assert max(e["args"]["end_cycle"] for e in complete) == trace.cycles
+    # a copy's event ends when its bytes have moved; it completes its start-up later
+    out = [e for e in complete if e["cat"] == "COPY_UB_TO_GM"]
+    assert all(e["args"]["end_cycle"] - e["args"]["busy_end_cycle"] == trace.chip.pipes.mte3_startup_cycles
+               for e in out)
+    copies = [e for e in complete if e["cat"].startswith("COPY")]
+    assert copies and all(e["args"]["in_flight_cycles"] == trace.chip.pipes.mte2_startup_cycles
+                          for e in copies if e["cat"] == "COPY_GM_TO_UB")
+    for e in complete:        # events of one pipe of one core never overlap
+        assert e["args"]["busy_end_cycle"] - e["args"]["start_cycle"] == pytest.approx(e["dur"] * us)
+    for (pid, tid) in {(e["pid"], e["tid"]) for e in complete}:
+        spans = sorted((e["args"]["start_cycle"], e["args"]["busy_end_cycle"]) for e in complete
+                       if (e["pid"], e["tid"]) == (pid, tid))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
 
 
 def test_summary_ratios_and_names(trace):

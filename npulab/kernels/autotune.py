@@ -29,7 +29,7 @@ from .matmul_tiling import (MatmulTiling, best_swizzle, check_problem, make_tili
 
 CACHE_ENV = "NPULAB_AUTOTUNE_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
-CACHE_VERSION = 1
+CACHE_VERSION = 2            # 2: copies pay start-up as latency (tilings tuned before are stale)
 DEFAULT_LIMIT = 12           # candidates simulated per search
 PROGRESS_MIN = 4             # show the bar from this many candidates on
 
@@ -108,7 +108,14 @@ def lookup(shape, dtype, chip="910", op: str = "matmul", path: Path | None = Non
 # -- candidates -------------------------------------------------------------------------------
 def estimate_cycles(t: MatmulTiling, chip="910") -> float:
     """A quick roofline of one core's work (for ranking only): the slowest of cube, MTE2 from
-    L2, HBM (bytes of the first wave shared by its cores) and MTE1, plus per-tile start-ups."""
+    L2, HBM (bytes of the first wave shared by its cores), MTE1, and the round trip of a
+    buffer slot.
+
+    A copy occupies its pipe for bytes / rate and is then in flight for the pipe's start-up
+    latency (:mod:`npulab.sim.timeline`): back-to-back copies overlap their start-ups, so the
+    pipes' occupancy has no start-up term. The latency bounds the pipeline instead: a slot of
+    an ``n``-buffered stage is copied into, in flight, consumed, then free again, so one step
+    takes at least (copy + start-up + the cube's work on it) / n."""
     chip = get_chip(chip)
     from ..lang.cube import mmad_cycles
     tiles = -(-t.core_loops // t.block_dim)
@@ -118,14 +125,17 @@ def estimate_cycles(t: MatmulTiling, chip="910") -> float:
     l1_bytes = (t.tile_m + t.tile_n) * t.k * item
     l1_steps = -(-t.k // t.tile_k)
     p = chip.pipes
-    mte2 = l1_bytes / p.mte2_bytes_per_cycle + l1_steps * 2 * p.mte2_startup_cycles
+    mte2 = l1_bytes / p.mte2_bytes_per_cycle
     share = chip.gm_share_bytes_per_cycle(min(t.block_dim, chip.ai_cores))
     wave = min(chip.ai_cores, t.block_dim, t.core_loops)
     hbm = wave_bytes(t, chip, t.swizzle_offset, t.swizzle_direction) * t.k * item / max(1, wave) / share
-    mte1 = l1_bytes / p.mte1_bytes_per_cycle + k_steps * 2 * p.mte1_startup_cycles
-    per_tile = max(cube, mte2, hbm, mte1)
-    if t.l1_buffers == 1 or t.l0_buffers == 1:
-        per_tile = cube + mte2 + mte1          # single buffered: nothing overlaps
+    mte1 = l1_bytes / p.mte1_bytes_per_cycle
+    # the A and B copies of a step go back to back: one start-up each step
+    l1_trip = (max(mte2, hbm) + l1_steps * p.mte2_startup_cycles + cube) / t.l1_buffers
+    l0_trip = (mte1 + k_steps * p.mte1_startup_cycles + cube) / t.l0_buffers
+    per_tile = max(cube, mte2, hbm, mte1, l1_trip, l0_trip)
+    if t.l1_buffers == 1 or t.l0_buffers == 1:   # single buffered: nothing overlaps
+        per_tile = cube + mte2 + mte1 + l1_steps * p.mte2_startup_cycles + k_steps * p.mte1_startup_cycles
     fill = p.mte2_startup_cycles + p.mte1_startup_cycles + cube / k_steps
     return tiles * per_tile + fill
 

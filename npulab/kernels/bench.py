@@ -50,6 +50,9 @@ def measure(t: MatmulTiling, chip="910", full: bool = True) -> dict:
     c1 = simulate(replace(t, sample_loops=s1), chip).cycles
     c2 = simulate(replace(t, sample_loops=s2), chip).cycles
     cycles = c1 + (loops - s1) * (c2 - c1) / (s2 - s1)
+    lb = autotune.lower_bound_cycles((t.batch, t.m, t.n, t.k), t.np_dtype, chip)
+    if cycles < lb:           # the short sampled runs were not the steady state: no estimate
+        return measure(t, chip, full=True)
     return _row(t, chip, cycles, estimated=True,
                 method=f"simulated {s1} and {s2} of {loops} block tiles per core, extrapolated")
 

@@ -68,8 +68,9 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
             raise ShapeError(f"{what}: {count} elements reach past the end of {t!r} ({t.size} elements)")
     pipe, op = _ROUTES[route]
     touches_gm = "GM" in route
-    dur = dev.copy_cycles(pipe, moved, touches_gm) if pipe != Pipe.V else \
-        dev.chip.vector.startup_cycles + -(-moved // dev.chip.vector.bytes_per_cycle)
+    # a DMA occupies its pipe for the transfer and is in flight for its start-up latency
+    dur, lat = dev.copy_cost(pipe, moved, touches_gm) if pipe != Pipe.V else \
+        (dev.chip.vector.startup_cycles + -(-moved // dev.chip.vector.bytes_per_cycle), 0)
     # numerics, in program order
     if dev.functional:
         s, d = src.numpy(), dst.numpy()
@@ -81,7 +82,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     i = core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
                nbytes=nbytes, energy=_energy_pj(dev.chip, route[0], moved) + _energy_pj(dev.chip, route[1], moved),
                route=f"{route[0]}->{route[1]}",
-               reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)])
+               reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)], lat=lat)
     if route[0] == "GM":
         dev.gm.read(core, i, moved, src.byte_range(count))
     elif route[1] == "GM":

@@ -105,7 +105,8 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
         F.pack_into(_gm_view(src, rows, cols, stride), dst.numpy()[:need], FRACTAL, c0, True, False)
     moved = rows * (-(-cols * dst.itemsize // 32) * 32)           # whole 32-byte blocks per row
     e = dev.chip.energy
-    i = core.issue(Pipe.MTE2, Kind.WORK, Op.COPY_GM_TO_L1, dev.copy_cycles(Pipe.MTE2, moved, True),
+    dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
+    i = core.issue(Pipe.MTE2, Kind.WORK, Op.COPY_GM_TO_L1, dur, lat=lat,
                    name=f"{what} {rows}x{cols} GM->L1", nbytes=moved,
                    energy=(e.gm_byte_pj + e.l1_byte_pj) * moved, route="GM->L1",
                    reads=[(f"GM:{src.name}", src.offset * src.itemsize, (src.offset + span) * src.itemsize)],
@@ -146,7 +147,7 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
         core.issue(*issue_args, **issue_kw)
     else:
         core.issue(*issue_args, name=issue_kw["name"], nbytes=issue_kw["nbytes"],
-                   energy=issue_kw["energy"], route=issue_kw["route"])
+                   energy=issue_kw["energy"], route=issue_kw["route"], lat=issue_kw["lat"])
 
 
 def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose) -> tuple:
@@ -185,8 +186,9 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
     nbytes = need * item
     e = dev.chip.energy
     lo = src.offset + c1a * src_rows * c0 * item
-    issue_args = (_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dev.copy_cycles(Pipe.MTE1, nbytes, False))
-    issue_kw = dict(name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}",
+    dur, lat = dev.copy_cost(Pipe.MTE1, nbytes, False)
+    issue_args = (_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dur)
+    issue_kw = dict(name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}", lat=lat,
                     nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
                     reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
                     writes=[(dname, dst.offset, dst.offset + nbytes)])
@@ -417,7 +419,8 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
         reads.append(bias.byte_range(n))
     wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
         else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
-    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dev.copy_cycles(Pipe.FIX, nbytes, to_gm),
+    dur, lat = dev.copy_cost(Pipe.FIX, nbytes, to_gm)
+    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dur, lat=lat,
                name=f"fixpipe {m}x{n} L0C->{level}{' relu' if relu else ''}", nbytes=nbytes,
                energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
                route=f"L0C->{level}", reads=reads, writes=[wr])

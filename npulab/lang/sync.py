@@ -39,7 +39,7 @@ def wait_flag(src: Pipe, dst: Pipe, event_id: int) -> None:
 
 
 def pipe_barrier(pipe: Pipe) -> None:
-    """Order one pipe (pipes already run in order here, so it costs nothing), or with
+    """Order one pipe (pipes already run, and complete, in order here, so it costs nothing), or with
     ``PIPE_ALL`` wait until every pipe has finished everything issued before it."""
     core = current().core
     pipe = Pipe(pipe)

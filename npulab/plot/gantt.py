@@ -1,6 +1,11 @@
 """The pipe gantt of one core: a row per pipe, a bar per instruction that did work, stalls on a
 flag or a queue drawn hatched and labelled, set_flag events as ticks; x in cycles.
 
+A copy occupies its pipe only while it moves its bytes (the solid bar, ``start..busy_end``);
+it then stays in flight for its start-up latency while the pipe moves the next copy. That
+in-flight tail (``busy_end..end``) is a thin pale strip under the row, the tails of one pipe
+joined where they overlap, so bars on one row never overlap.
+
 ``GanttData`` sorts one core's instructions per pipe once; ``gantt`` draws any cycle range of it.
 Drawing is bounded by the pixels, not the trace: when a pipe has more than ``max_bars`` bars in
 view, bars closer than one pixel are joined (what the eye would see anyway), so a zoom step on a
@@ -16,6 +21,7 @@ from ._style import PIPE_COLORS, TRACKS, merge_intervals, rect_verts
 
 BAR_HEIGHT = 0.7          # of a row
 WAIT_HEIGHT = 0.45
+TAIL_HEIGHT = 0.12        # the in-flight strip, just under the bars
 HATCH_LIMIT = 200         # above this many stalls in view, pale fill instead of hatching
 MAX_LABELS = 16           # wait labels drawn at most (the widest ones in view)
 
@@ -40,10 +46,12 @@ class GanttData:
 
     trace: a :class:`npulab.sim.trace.Trace`. core: which core (0 .. cores used - 1).
 
-    ``work[p]``: WORK instructions of pipe p that took time (zero-cost markers such as
-    ``alloc_tensor`` without a stall have no extent and are left out). ``waits[p]``: WAIT and
+    ``work[p]``: WORK instructions of pipe p that occupied it (``start..busy_end``; zero-cost
+    markers such as ``alloc_tensor`` without a stall have no extent and are left out).
+    ``tails[p]``: their in-flight tails (``busy_end..end``, copies only). ``waits[p]``: WAIT and
     full-barrier instructions of pipe p that stalled (end > start). ``sets[p]``: cycles at which
-    pipe p's set_flag instructions fired.
+    pipe p's set_flag instructions fired. ``active[p]``: the union of work, tails and stalls
+    of pipe p as sorted disjoint (starts, ends), for :func:`npulab.plot.idle.pipe_time`.
     """
 
     def __init__(self, trace, core: int = 0):
@@ -53,16 +61,21 @@ class GanttData:
         self.trace, self.core = trace, core
         rows = np.flatnonzero(trace.core == core)
         pipe, kind = trace.pipe[rows], trace.kind[rows]
-        start, end = trace.start[rows], trace.end[rows]
-        took = end > start
-        self.work, self.waits, self.sets = [], [], []
+        start, end, busy_end = trace.start[rows], trace.end[rows], trace.busy_end[rows]
+        self.work, self.tails, self.waits, self.sets, self.active = [], [], [], [], []
         for p in range(NUM_PIPES):
             on = pipe == p
-            w = on & (kind == Kind.WORK) & took
-            s = on & ((kind == Kind.WAIT) | (kind == Kind.BARRIER_ALL)) & took
-            self.work.append(_Lane(start[w], end[w], rows[w]))
+            w = on & (kind == Kind.WORK) & (busy_end > start)
+            t = on & (kind == Kind.WORK) & (end > busy_end)
+            s = on & ((kind == Kind.WAIT) | (kind == Kind.BARRIER_ALL)) & (end > start)
+            self.work.append(_Lane(start[w], busy_end[w], rows[w]))
+            self.tails.append(_Lane(busy_end[t], end[t], rows[t]))
             self.waits.append(_Lane(start[s], end[s], rows[s]))
             self.sets.append(np.sort(end[on & (kind == Kind.SET)]))
+            a0 = np.concatenate((start[w], busy_end[t], start[s]))
+            a1 = np.concatenate((busy_end[w], end[t], end[s]))
+            order = np.argsort(a0, kind="stable")
+            self.active.append(merge_intervals(a0[order], a1[order], 0))
         self.cycles = int(trace.core_cycles[core]) if ncores else 0
 
     def name(self, row: int) -> str:
@@ -90,7 +103,7 @@ class GanttView:
         self.ax, self.data, self.max_bars, self.labels = ax, data, max_bars, labels
         self.colls, self.set_marks = {}, []
         for p in range(NUM_PIPES):
-            for kind in ("work", "wait"):
+            for kind in ("work", "tail", "wait"):
                 coll = PolyCollection(np.zeros((0, 4, 2)), closed=True)
                 coll.set_label(f"{TRACKS[p]} {kind}")
                 ax.add_collection(coll)
@@ -105,7 +118,8 @@ class GanttView:
         ax.set_yticks(range(NUM_PIPES), TRACKS[::-1])
         ax.set_xlabel("cycle")
         ax.set_title(f"{data.trace.chip.name}: pipes of core {data.core} "
-                     f"(solid = work, hatched = waiting on a flag or queue, v = set_flag)", fontsize=9)
+                     f"(solid = work, thin = copy in flight, hatched = waiting on a flag or queue, "
+                     f"v = set_flag)", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         self.shown = {}          # (pipe, kind) -> (starts, ends) drawn, after any joining
         #: what set_range changes (the rest can be blitted): bars, set ticks, labels, the x axis
@@ -120,15 +134,24 @@ class GanttView:
         label_rows = []
         for p in range(NUM_PIPES):
             y = NUM_PIPES - 1 - p                       # SCALAR on top
-            for lane, kind in ((data.work[p], "work"), (data.waits[p], "wait")):
+            for lane, kind in ((data.work[p], "work"), (data.tails[p], "tail"), (data.waits[p], "wait")):
                 sl = lane.window(x0, x1)
                 s, e = lane.starts[sl], lane.ends[sl]
-                if len(s) > self.max_bars:
+                if kind == "tail":                      # tails overlap: draw their union
+                    s, e = merge_intervals(s, e, min_gap if len(s) > self.max_bars else 0)
+                elif len(s) > self.max_bars:
                     s, e = merge_intervals(s, e, min_gap)
                 self.shown[p, kind] = (s, e)
                 h = BAR_HEIGHT if kind == "work" else WAIT_HEIGHT
                 few = len(s) <= HATCH_LIMIT             # outlining / hatching thousands is slow
                 coll = self.colls[p, kind]
+                if kind == "tail":
+                    bottom = y - BAR_HEIGHT / 2
+                    coll.set_verts(rect_verts(s, e, bottom - TAIL_HEIGHT, bottom))
+                    coll.set_facecolor(PIPE_COLORS[p])
+                    coll.set_edgecolor("none")
+                    coll.set_alpha(0.4)
+                    continue
                 coll.set_verts(rect_verts(s, e, y - h / 2, y + h / 2))
                 if kind == "work":
                     coll.set_facecolor(PIPE_COLORS[p])
@@ -175,7 +198,9 @@ def gantt(trace, core: int = 0, *, start=None, end=None, ax=None, data: GanttDat
     pixel are joined. labels: write the flag or queue name on wide enough stalls.
 
     Rows top to bottom: SCALAR, MTE1, MTE2, MTE3, CUBE, VECTOR, FIXP (msprof's track names).
-    Solid bars: work. Hatched (or, when many, pale) bars: the pipe stalled on a flag or queue
+    Solid bars: work occupying the pipe. A thin pale strip under a row: a copy of that pipe in
+    flight (its start-up latency, after its bytes moved; the pipe is free meanwhile).
+    Hatched (or, when many, pale) bars: the pipe stalled on a flag or queue
     (the label says which). Small triangles at the top of a row: a set_flag of that pipe fired.
     """
     import matplotlib.pyplot as plt

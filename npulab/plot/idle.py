@@ -1,5 +1,6 @@
-"""Where each pipe's time went over a cycle range: working, stalled (on which flag or queue), or
-idle (nothing was issued to it). The table beside the gantt.
+"""Where each pipe's time went over a cycle range: working, stalled (on which flag or queue),
+waiting for a copy in flight (the pipe is free, but a copy it started has not completed: start-up
+latency nothing else hides), or idle (nothing was issued to it). The table beside the gantt.
 
 Reasons are the stalled instruction's name with the slot index dropped, so every slot of a queue
 adds up under one line: ``deque in_x`` (the vector unit waited for MTE2 to fill in_x),
@@ -17,6 +18,7 @@ from ._style import TRACKS
 from .gantt import GanttData, _check_range
 
 IDLE = "idle (nothing issued)"
+IN_FLIGHT = "copy in flight (latency)"
 
 
 def _reason(name: str) -> str:
@@ -46,9 +48,11 @@ def pipe_time(trace, core: int = 0, start=None, end=None, *, data: GanttData | N
     trace: the Trace. core: which core. start, end: the cycle range (default the core's run).
     data: a prepared GanttData of that trace and core (reused by the widget).
 
-    Each dict: ``pipe`` (track name), ``span`` (cycles in the range), ``busy`` (cycles working),
-    ``waits`` ({reason: cycles stalled}, largest first), ``idle`` (span - busy - stalls: nothing
-    was issued to the pipe). busy + sum(waits) + idle == span.
+    Each dict: ``pipe`` (track name), ``span`` (cycles in the range), ``busy`` (cycles the pipe
+    was occupied by work), ``waits`` ({reason: cycles stalled}, largest first), ``in_flight``
+    (cycles neither working nor stalled while a copy of the pipe was still in flight),
+    ``idle`` (the rest: nothing was issued to the pipe, nothing in flight).
+    busy + sum(waits) + in_flight + idle == span.
     """
     if data is None or data.core != core or data.trace is not trace:
         data = GanttData(trace, core)
@@ -68,8 +72,14 @@ def pipe_time(trace, core: int = 0, start=None, end=None, *, data: GanttData | N
             per = np.bincount(codes[sl], weights=_overlap(q.starts[sl], q.ends[sl], x0, x1),
                               minlength=len(names))
             waits = {names[i]: int(per[i]) for i in np.argsort(-per, kind="stable") if per[i] > 0}
-        idle = max(0, span - busy - sum(waits.values()))
-        rows.append({"pipe": TRACKS[p], "span": span, "busy": busy, "waits": waits, "idle": idle})
+        a0, a1 = data.active[p]                  # work, tails and stalls, disjoint and sorted
+        lo = int(np.searchsorted(a1, x0, side="right"))
+        hi = int(np.searchsorted(a0, x1, side="left"))
+        active = int(_overlap(a0[lo:hi], a1[lo:hi], x0, x1).sum())
+        in_flight = max(0, active - busy - sum(waits.values()))
+        idle = max(0, span - busy - sum(waits.values()) - in_flight)
+        rows.append({"pipe": TRACKS[p], "span": span, "busy": busy, "waits": waits,
+                     "in_flight": in_flight, "idle": idle})
     return rows
 
 
@@ -82,10 +92,12 @@ def pipe_time_table(rows: list[dict], *, html: bool = False, max_reasons: int = 
     stall reasons and idle time with their shares. Pipes that did nothing are left out."""
     lines = []
     for r in rows:
-        if r["busy"] == 0 and not r["waits"]:
+        if r["busy"] == 0 and not r["waits"] and not r.get("in_flight"):
             continue
         span = max(1, r["span"])
         parts = [f"{name} {_pct(c / span)}" for name, c in list(r["waits"].items())[:max_reasons]]
+        if r.get("in_flight"):
+            parts.append(f"{IN_FLIGHT} {_pct(r['in_flight'] / span)}")
         if r["idle"]:
             parts.append(f"{IDLE} {_pct(r['idle'] / span)}")
         lines.append((r["pipe"], _pct(r["busy"] / span), "; ".join(parts) or "-"))

@@ -2,7 +2,7 @@
 turns those streams into a Trace.
 
 Kernel-language calls end in :meth:`Core.issue`, which appends one instruction (pipe, kind,
-opcode, duration, flag key, bytes, FLOPs, energy, the byte ranges it reads and writes) to
+opcode, duration, latency, flag key, bytes, FLOPs, energy, the byte ranges it reads and writes) to
 preallocation-free column lists. Numerics, in functional mode, have already happened in
 program order by then; :meth:`Device.finish` schedules every core (Cython), checks races and
 returns the :class:`~npulab.sim.trace.Trace`.
@@ -53,10 +53,11 @@ class Core:
         self.flops: list[int] = []
         self.energy: list[float] = []
         self.route: list[str] = []
+        self.lat: list[int] = []
         # the hot path appends through these bound methods (one attribute lookup less each)
         self._appends = (self.pipe.append, self.kind.append, self.op.append, self.dur.append,
                          self.key.append, self.name.append, self.nbytes.append, self.flops.append,
-                         self.energy.append, self.route.append)
+                         self.energy.append, self.route.append, self.lat.append)
         self._block_runs: list[tuple[int, int]] = []     # (first instruction, block index)
         self.accesses: dict[int, list] = {}
         self.block_idx = -1
@@ -89,9 +90,12 @@ class Core:
 
     def issue(self, pipe: int, kind: int, op: int, dur: int = 0, *, key: int = -1, name: str = "",
               nbytes: int = 0, flops: int = 0, energy: float = 0.0, route: str = "",
-              reads=(), writes=()) -> int:
+              reads=(), writes=(), lat: int = 0) -> int:
         """Append one instruction; return its index in this core's stream.
 
+        dur: cycles the instruction occupies its pipe. lat: cycles it is still in flight after
+        that (the pipe is free, the result not yet there; a copy's start-up latency, see
+        :meth:`Device.copy_cost`); it completes ``dur + lat`` after it starts.
         Numbers are stored as given and become typed columns at finish: pass plain ``int``
         where you can (an IntEnum works, but converting a column of them costs more).
         reads/writes: (buffer name, byte lo, byte hi) ranges, for the race checker.
@@ -115,6 +119,7 @@ class Core:
         a[7](flops)
         a[8](energy)
         a[9](route)
+        a[10](lat)
         if (reads or writes) and dev.check_races:
             self.accesses[i] = [(b, lo, hi, False) for b, lo, hi in reads] + \
                                [(b, lo, hi, True) for b, lo, hi in writes]
@@ -188,14 +193,22 @@ class Device:
         return self.cores[block_idx % self.active_cores]
 
     # -- costs ------------------------------------------------------------------------------
-    def copy_cycles(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> int:
-        """start-up + bytes / rate; a copy to or from GM gets at most its core's share of GM.
-        For a GM copy this is only the estimate at issue: record it with ``self.gm.read`` /
+    def copy_cost(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> tuple[int, int]:
+        """``(dur, lat)`` of one copy: it occupies its pipe for bytes / rate cycles (a copy to
+        or from GM gets at most its core's share of GM), then is in flight for the pipe's
+        start-up latency. Issue it with ``core.issue(..., dur, lat=lat)``. For a GM copy
+        ``dur`` is only the estimate at issue: record it with ``self.gm.read`` /
         ``self.gm.write`` and :class:`~npulab.sim.gm.GmTraffic` settles it at finish."""
         rate, startup = self._copy_rates[pipe]
         if touches_gm:
             rate = min(rate, self._gm_share)
-        return int(startup + -(-nbytes // rate))
+        return int(-(-nbytes // rate)), int(startup)
+
+    def copy_cycles(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> int:
+        """Cycles one copy alone takes from start to completion: start-up + bytes / rate (the
+        sum of :meth:`copy_cost`). Back-to-back copies of one pipe overlap their start-ups."""
+        dur, lat = self.copy_cost(pipe, nbytes, touches_gm)
+        return dur + lat
 
     # -- the run ----------------------------------------------------------------------------
     def finish(self):
@@ -208,16 +221,21 @@ class Device:
             pipe = np.asarray(core.pipe, dtype=np.int8)
             kind = np.asarray(core.kind, dtype=np.int8)
             try:
-                start, end, order, match = schedule(pipe, kind, np.asarray(core.dur, dtype=np.int64),
-                                                    np.asarray(core.key, dtype=np.int64),
-                                                    self.chip.issue_cycles)
+                dur = np.asarray(core.dur, dtype=np.int64)
+                start, end, order, match = schedule(pipe, kind, dur, np.asarray(core.key, dtype=np.int64),
+                                                    self.chip.issue_cycles,
+                                                    np.asarray(core.lat, dtype=np.int64))
             except DeadlockError as exc:
                 raise self._explain_deadlock(core, exc.blocked) from None
             if self.check_races and core.accesses:
                 race = races.find_race(core.pipe, core.kind, list(match), order, core.accesses)
                 if race is not None:
                     raise self._explain_race(core, race)
-            timelines.append((np.asarray(start), np.asarray(end)))
+            start, end = np.asarray(start), np.asarray(end)
+            # when each instruction let its pipe go: work after dur (the rest of its time to
+            # ``end`` it was in flight), a set at once, a wait or a barrier at its end
+            busy_end = np.where(kind == Kind.WORK, start + dur, np.where(kind == Kind.SET, start, end))
+            timelines.append((start, end, busy_end))
         return Trace.from_device(self, timelines)
 
     def describe(self, core: Core, i: int) -> str:

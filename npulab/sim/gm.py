@@ -12,12 +12,15 @@ settled when the launch finishes, because what one copy costs depends on all the
 * **L2 serves repeats.** Reads are replayed through an LRU cache of ``l2_bytes`` in an
   interleaved order (the j-th read of every core at about the same time, cores in index
   order). A miss fetches from HBM; a later read of the same range before eviction is a hit.
-  The HBM bytes of one fetch are shared by every read it serves. A read then costs
+  The HBM bytes of one fetch are shared by every read it serves. A read then occupies MTE2 for
 
-      start-up + max(bytes / min(MTE2 rate, the core's L2 share),  hbm bytes / the core's read share)
+      max(bytes / min(MTE2 rate, the core's L2 share),  hbm bytes / the core's read share)
 
-  so a matmul whose block swizzle makes tiles hit in L2 is bound by L2, not HBM. On a chip
-  with no L2 (``l2_bytes = 0``) every read misses.
+  cycles (``dur``), so a matmul whose block swizzle makes tiles hit in L2 is bound by L2, not
+  HBM. On a chip with no L2 (``l2_bytes = 0``) every read misses.
+* **Start-up is latency, not occupancy.** Every copy is then in flight for its pipe's start-up
+  cycles (``lat``, set here too): the pipe moves the next copy's bytes meanwhile, so
+  back-to-back copies pay the latency once, not once each (:mod:`npulab.sim.timeline`).
 """
 from __future__ import annotations
 
@@ -98,11 +101,13 @@ class GmTraffic:
         for read, h in zip(self.reads, hbm):
             ci, idx, nbytes = read[1], read[2], read[4]
             cycles = max(nbytes / min(p.mte2_bytes_per_cycle, l2_share), h / part(ci, read_bytes[ci]))
-            cores[ci].dur[idx] = int(p.mte2_startup_cycles + -(-cycles // 1))
+            cores[ci].dur[idx] = int(-(-cycles // 1))
+            cores[ci].lat[idx] = int(p.mte2_startup_cycles)
         for ci, idx, pipe, nbytes in self.writes:
             rate, startup = rates[Pipe(pipe)]
             cycles = nbytes / min(rate, part(ci, write_bytes[ci]))
-            cores[ci].dur[idx] = int(startup + -(-cycles // 1))
+            cores[ci].dur[idx] = int(-(-cycles // 1))
+            cores[ci].lat[idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))
         return dict(self.stats)

@@ -1,6 +1,7 @@
 """Random instruction streams, for the scheduler's differential tests and its benchmark.
 
-A stream is four equal-length int arrays (pipe, kind, dur, key), the scheduler's input.
+A stream is five equal-length int arrays (pipe, kind, dur, key, lat), the scheduler's input
+(``schedule(pipe, kind, dur, key, issue_cycles, lat)``).
 ``random_stream`` draws every wait after a set of the same flag, so every dependency points
 back in program order and the stream cannot deadlock; ``allow_deadlock`` also draws waits
 that no set matches.
@@ -13,8 +14,11 @@ from .isa import NUM_PIPES, Kind, flag_key
 
 
 def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_dur: int = 300,
-                  p_sync: float = 0.3, p_barrier: float = 0.01):
+                  p_sync: float = 0.3, p_barrier: float = 0.01, max_lat: int = 300):
+    """``lat`` is drawn for every instruction (0..max_lat), also where the scheduler must
+    ignore it (scalar work, sets, waits, barriers)."""
     rng = np.random.default_rng(seed)
+    lat = np.random.default_rng([seed, 1]).integers(0, max_lat + 1, n).astype(np.int64)
     pipe = rng.integers(0, NUM_PIPES, n).astype(np.int8)
     dur = rng.integers(0, max_dur + 1, n).astype(np.int64)
     kind = np.zeros(n, dtype=np.int8)
@@ -46,13 +50,14 @@ def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_du
                 continue                   # nothing to wait on: leave plain work here
             kind[i], key[i], dur[i] = Kind.WAIT, k, 0
             pipe[i] = (k // 16) % 8        # a wait sits on the flag's destination pipe
-    return pipe, kind, dur, key
+    return pipe, kind, dur, key, lat
 
 
 def streaming_stream(n: int, seed: int = 0):
     """A long, fast-to-build stream shaped like a double-buffered kernel: per tile MTE2 copy,
     set MTE2->V, wait on V, vector op, set V->MTE3, wait on MTE3, MTE3 copy; plus scalar work.
-    Built with numpy only, for the 1,000,000-instruction benchmark."""
+    Copies have a latency (``lat``) of 100-300 cycles. Built with numpy only, for the
+    1,000,000-instruction benchmark."""
     rng = np.random.default_rng(seed)
     pattern_pipe = np.array([2, 2, 5, 5, 5, 3, 3, 0], dtype=np.int8)
     pattern_kind = np.array([0, 1, 2, 0, 1, 2, 0, 0], dtype=np.int8)
@@ -64,10 +69,12 @@ def streaming_stream(n: int, seed: int = 0):
     key = np.tile(pattern_key, reps)[:n]
     dur = rng.integers(1, 400, n).astype(np.int64)
     dur[kind != 0] = 0
+    copy = (kind == 0) & ((pipe == 2) | (pipe == 3))
+    lat = np.where(copy, rng.integers(100, 301, n), 0).astype(np.int64)
     # a truncated final pattern may leave a wait without its set: make it plain work
     tail = n % len(pattern_pipe)
     if tail:
         for j in range(n - tail, n):
             if kind[j] == Kind.WAIT:
                 kind[j], key[j] = Kind.WORK, -1
-    return pipe, kind, dur, key
+    return pipe, kind, dur, key, lat

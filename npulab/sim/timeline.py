@@ -7,14 +7,19 @@ and ends. The model, which the Cython twin implements line for line:
   it directly. Any other instruction is *issued* to its pipe's queue, which takes
   ``issue_cycles`` of the scalar unit's time; queues are deep enough never to fill.
 * Every other pipe runs its queue in order: an instruction starts when it has been issued and
-  the pipe has finished the instruction before it; ``WORK`` then takes ``dur`` cycles.
+  the pipe is free, ``start = max(issued, pipe_free)``. ``WORK`` then *occupies* the pipe for
+  ``dur`` cycles (the pipe is free again at ``start + dur``) and stays *in flight* for ``lat``
+  more cycles: it completes at ``end = start + dur + lat``. That is a DMA engine keeping
+  several requests in flight: a copy pays its start-up latency as ``lat``, and the next copy
+  moves its bytes meanwhile. A pipe completes in order too: ``end`` is at least the latest
+  ``end`` of its pipe so far. (Only copies have ``lat > 0``; scalar work completes at once.)
 * ``SET`` (set_flag) takes no time on its pipe: it fires once every earlier instruction of that
-  pipe has finished, that is at its own start.
+  pipe has *completed*, ``end = max(start, latest end of its pipe)``.
 * ``WAIT`` (wait_flag) stalls its pipe from its start until the matching ``SET`` has fired. The
   k-th wait on a flag key matches the k-th set of that key; a wait with no k-th set, or one
   that waits in a cycle, can never start: a deadlock.
 * ``BARRIER_ALL`` (pipe_barrier(PIPE_ALL)) runs on the scalar unit once every instruction
-  issued before it, on every pipe, has finished.
+  issued before it, on every pipe, has completed.
 
 The answer does not depend on the order in which ready instructions are evaluated (it is the
 least fixed point of a set of max-plus equations); ``order`` records the order this algorithm
@@ -45,13 +50,17 @@ def match_flags(kind, key):
     return match
 
 
-def schedule(pipe, kind, dur, key, issue_cycles=1):
+def schedule(pipe, kind, dur, key, issue_cycles=1, lat=None):
     """Return ``(start, end, order, match)`` as lists for one core's stream.
 
     pipe, kind, dur, key: sequences of int of one length (key is only read for SET and WAIT).
+    lat: the in-flight cycles after each instruction's work (default none); read only for
+    WORK off the scalar pipe. ``end`` is when an instruction completed; a WORK instruction
+    occupied its pipe over ``[start, start + dur)``.
     Raises DeadlockError, whose ``blocked`` lists the instructions that can never start.
     """
     n = len(pipe)
+    lat = [0] * n if lat is None else lat
     match = match_flags(kind, key)
     start = [0] * n
     end = [0] * n
@@ -59,7 +68,8 @@ def schedule(pipe, kind, dur, key, issue_cycles=1):
     order = []
     queues = [[] for _ in range(NUM_PIPES)]   # issued, not yet run, per pipe
     heads = [0] * NUM_PIPES
-    pipe_free = [0] * NUM_PIPES
+    pipe_free = [0] * NUM_PIPES       # when each pipe can start its next instruction
+    last_end = [0] * NUM_PIPES        # when everything issued to it so far has completed
     issued_at = [0] * n
     sclock = 0          # the scalar unit's time
     cursor = 0          # next instruction the scalar unit has not passed
@@ -76,7 +86,7 @@ def schedule(pipe, kind, dur, key, issue_cycles=1):
             if kind[i] == BARRIER_ALL:
                 if any(heads[p] < len(queues[p]) for p in range(NUM_PIPES)):
                     break                     # some pipe still has work: wait for it
-                s = max([sclock] + pipe_free)
+                s = max([sclock] + last_end)
                 finish(i, s, s)
                 sclock = s
             elif pipe[i] == S:
@@ -103,13 +113,15 @@ def schedule(pipe, kind, dur, key, issue_cycles=1):
                     break
                 s = max(issued_at[i], pipe_free[p])
                 if kind[i] == WORK:
-                    e = s + dur[i]
+                    pipe_free[p] = s + dur[i]
+                    e = max(s + dur[i] + lat[i], last_end[p])
                 elif kind[i] == WAIT:
-                    e = max(s, end[match[i]])
-                else:                         # SET: fires at its start
-                    e = s
+                    e = pipe_free[p] = max(s, end[match[i]])
+                else:                         # SET: fires when its pipe has completed everything
+                    pipe_free[p] = s
+                    e = max(s, last_end[p])
                 finish(i, s, e)
-                pipe_free[p] = e
+                last_end[p] = max(last_end[p], e)
                 heads[p] += 1
                 progress = True
         if cursor == n and all(heads[p] == len(queues[p]) for p in range(NUM_PIPES)):

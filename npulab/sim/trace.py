@@ -2,7 +2,10 @@
 msprof gives on real hardware (pipe utilization, bytes per level, FLOPs, energy, trace.json).
 
 Arrays are columns over all cores' instructions (``core`` says whose). Times are cycles of the
-chip's clock; ``us`` converts.
+chip's clock; ``us`` converts. Three times per instruction: ``start``, ``busy_end`` (its pipe is
+free again: start + dur for work) and ``end`` (it has completed). Between ``busy_end`` and
+``end`` a copy is *in flight*: it paid its start-up latency while its pipe moved the next
+copy's bytes. A wait's ``start..end`` is the stall; a set fires at its ``end``.
 """
 from __future__ import annotations
 
@@ -27,15 +30,16 @@ class Allocation:
 
 
 def _allocations(logs) -> list[Allocation]:
-    """Allocation records (times in instruction indices) -> Allocations in cycles: live from the
-    end of the instruction that took the slot to the end of the one that released it (the
-    core's last cycle when never released)."""
+    """Allocation records (times in instruction indices) -> Allocations in cycles: live from
+    when the pipe passed the instruction that took the slot (its ``busy_end``: an alloc marker
+    does not wait for the copies still in flight before it) to the completion (``end``) of the
+    one that released it (the core's last cycle when never released)."""
     out: list[Allocation] = []
-    for core, end, last, buffer_logs in logs:
-        end = end.tolist()
+    for core, end, busy_end, last, buffer_logs in logs:
+        end, busy_end = end.tolist(), busy_end.tolist()
         for buffer, log in buffer_logs:
             for rec in log:
-                t0 = end[rec.taken]
+                t0 = busy_end[rec.taken]
                 t1 = end[rec.released] if rec.released >= 0 else last
                 out.append(Allocation(core, buffer, rec.owner, rec.offset, rec.size, t0, max(t0, t1)))
     return out
@@ -69,10 +73,10 @@ class Trace:
 
     @classmethod
     def from_device(cls, device, timelines):
-        cols = {k: [] for k in ("core", "pipe", "kind", "op", "start", "end", "nbytes", "flops",
-                                "energy", "block")}
+        cols = {k: [] for k in ("core", "pipe", "kind", "op", "start", "end", "busy_end", "nbytes",
+                                "flops", "energy", "block")}
         names, routes, logs, core_cycles = [], [], [], []
-        for core, (start, end) in zip(device.cores, timelines):
+        for core, (start, end, busy_end) in zip(device.cores, timelines):
             n = len(core)
             cols["core"].append(np.full(n, core.index, dtype=np.int32))
             cols["pipe"].append(np.asarray(core.pipe, dtype=np.int8))
@@ -80,6 +84,7 @@ class Trace:
             cols["op"].append(np.asarray(core.op, dtype=np.int16))
             cols["start"].append(start.astype(np.int64))
             cols["end"].append(end.astype(np.int64))
+            cols["busy_end"].append(busy_end.astype(np.int64))
             cols["nbytes"].append(np.asarray(core.nbytes, dtype=np.int64))
             cols["flops"].append(np.asarray(core.flops, dtype=np.int64))
             cols["energy"].append(np.asarray(core.energy, dtype=np.float64))
@@ -88,7 +93,7 @@ class Trace:
             routes.extend(core.route)
             last = int(end.max()) if n else 0
             core_cycles.append(last)
-            logs.append((core.index, end, last, [(buf.name, buf.log) for buf in core.buffers.values()]))
+            logs.append((core.index, end, busy_end, last, [(buf.name, buf.log) for buf in core.buffers.values()]))
         columns = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
         columns["name"] = names
         columns["route"] = routes
@@ -109,13 +114,20 @@ class Trace:
         return len(self.pipe)
 
     def busy_cycles(self, core: int | None = None) -> np.ndarray:
-        """Cycles each pipe spent working (not waiting), summed over ``core`` or over all cores."""
+        """Cycles each pipe was occupied by work (not waiting, not a copy's in-flight latency),
+        summed over ``core`` or over all cores."""
         sel = self.kind == Kind.WORK
         if core is not None:
             sel &= self.core == core
         busy = np.zeros(NUM_PIPES, dtype=np.int64)
-        np.add.at(busy, self.pipe[sel].astype(np.int64), (self.end - self.start)[sel])
+        np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
+
+    @property
+    def in_flight(self) -> np.ndarray:
+        """Cycles each instruction was in flight after its pipe let it go (``end - busy_end``;
+        non-zero for copies, whose start-up latency this is, and never for a stall)."""
+        return self.end - self.busy_end
 
     def pipe_ratios(self, core: int | None = None) -> dict[str, float]:
         """msprof PipeUtilization: busy cycles of each pipe / the kernel's cycles (averaged over
@@ -177,7 +189,11 @@ class Trace:
     # -- Chrome / Perfetto ------------------------------------------------------------------
     def chrome_events(self) -> list[dict]:
         """Chrome trace events: a process per core, a thread per pipe (msprof's track names),
-        one complete ('X') event per instruction that took time (work, or a stalled wait)."""
+        one complete ('X') event per instruction that took time (work, or a stalled wait).
+
+        An event spans the time the instruction *occupied* its pipe (``start..busy_end``), so
+        the events of one thread never overlap; a copy's in-flight latency after that is in its
+        args (``in_flight_cycles``, ``end_cycle`` = completion)."""
         events = []
         for c in range(len(self.core_cycles)):
             events.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
@@ -188,14 +204,16 @@ class Trace:
                 events.append({"ph": "M", "name": "thread_sort_index", "pid": c, "tid": p,
                                "args": {"sort_index": p}})
         scale = 1.0 / (self.chip.clock_ghz * 1000.0)
-        for i in np.flatnonzero((self.end > self.start) & (self.kind != Kind.SET)):
+        for i in np.flatnonzero((self.busy_end > self.start) & (self.kind != Kind.SET)):
             kind = int(self.kind[i])
             events.append({
                 "ph": "X", "name": self.name[i], "cat": "wait" if kind == Kind.WAIT else Op(int(self.op[i])).name,
                 "pid": int(self.core[i]), "tid": int(self.pipe[i]),
-                "ts": float(self.start[i]) * scale, "dur": float(self.end[i] - self.start[i]) * scale,
+                "ts": float(self.start[i]) * scale, "dur": float(self.busy_end[i] - self.start[i]) * scale,
                 "args": {"block": int(self.block[i]), "bytes": int(self.nbytes[i]),
-                         "start_cycle": int(self.start[i]), "end_cycle": int(self.end[i])},
+                         "start_cycle": int(self.start[i]), "busy_end_cycle": int(self.busy_end[i]),
+                         "end_cycle": int(self.end[i]),
+                         "in_flight_cycles": int(self.end[i] - self.busy_end[i])},
             })
         return events
 
