@@ -15,7 +15,8 @@ import npulab.ops as ops
 from npulab import formats as F
 from npulab.errors import BufferOverflowError, ShapeError
 from npulab.kernels import conv as K
-from npulab.kernels.conv_tiling import can_implement, default_tiling, enlarge, tile_boxes
+from npulab.kernels.conv_tiling import (block_work, can_implement, default_tiling, enlarge, estimate_cycles,
+                                       candidates, tile_boxes)
 from npulab.ops.registry import dispatcher, op_types
 from tolerances import assert_close
 
@@ -207,11 +208,73 @@ def test_explicit_tilings_agree(tiles):
     wt = rng.standard_normal((36, 40, 3, 3)).astype(np.float16)
     base = default_tiling(K.make_problem((3, 40, 1, 5, 5), (36, 40, 1, 3, 3), np.float16,
                                          pads=((0, 0), (1, 1), (1, 1))), "teach")
-    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=k0, w_resident=resident)
+    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=k0, w_resident=resident,
+                schedule="cyclic", ramp=0, taper=0)
     t = replace(t, block_dim=min(2, t.core_loops))
     y, trace = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
     assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
     assert trace.block_dim == t.block_dim
+
+
+@pytest.mark.parametrize("tiles", [(32, 48, 2, 1, 0, 0), (48, 32, 1, 3, 1, 1), (64, 16, 3, 2, 0, 2)])
+def test_team_tilings_agree(tiles):
+    """Teams of cores per tile column, runs of rows cut with a ramp and a taper, resident
+    weights loaded one L1 step at a time: the same answer as torch."""
+    tm, tn, c1_step, k_steps, ramp, taper = tiles
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 40, 6, 5)).astype(np.float16)
+    wt = rng.standard_normal((36, 40, 3, 3)).astype(np.float16)
+    base = K.make_problem((3, 40, 1, 6, 5), (36, 40, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=16 * k_steps, w_resident=True,
+                schedule="teams", ramp=ramp, taper=taper)
+    t = replace(t, block_dim=t.columns * (2 // t.columns if t.columns <= 2 else 1))
+    y, trace = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
+    assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
+    assert trace.block_dim == t.block_dim
+    fix = [nm for nm in trace.name if nm.startswith("fixpipe")]
+    assert len(fix) == sum(len(block_work(t, b)) for b in range(t.block_dim))   # the teams' tiles ran
+    # every output row of every column is computed exactly once
+    rows = {}
+    for b in range(t.block_dim):
+        for grp, p0, m, n_idx, _ in block_work(t, b):
+            for r in range(p0, p0 + m):
+                rows[(grp, n_idx, r)] = rows.get((grp, n_idx, r), 0) + 1
+    assert len(rows) == t.columns * t.m and set(rows.values()) == {1}
+
+
+def test_team_runs_ramp_and_taper():
+    t = replace(K.make_problem((1, 16, 1, 32, 32), (16, 16, 1, 1, 1), np.float16), tile_m=256,
+                tile_n=16, schedule="teams", block_dim=2, ramp=1, taper=2)
+    sizes = [m // 16 for _, _, m, _, _ in block_work(t, 0)]
+    assert sum(sizes) == 32 and max(sizes) <= 16
+    assert sizes[:2] == [1, 2] and sizes[-2:] == [4, 2]          # 1, 2, 4 ... up; ... 4, 2 down
+    even = [m // 16 for _, _, m, _, _ in block_work(replace(t, ramp=0, taper=0), 0)]
+    assert even == [16, 16]
+
+
+def test_resident_weights_cross_gm_once_per_core():
+    """Teams keep their column's weights in L1: each core copies them from GM once, however
+    many tiles it computes; streamed weights cross once per tile."""
+    x = np.ones((2, 32, 1, 8, 8), np.float16)
+    w = np.ones((32, 32, 1, 1, 1), np.float16)
+    base = K.make_problem(x.shape, w.shape, np.float16)
+    t = replace(base, tile_m=32, tile_n=32, c1_step=1, tile_k0=16, w_resident=True, schedule="teams",
+                block_dim=2)
+    assert len(block_work(t, 0)) == 2                  # two tiles a core
+    _, tr = K.run_conv(x, w, t, 1, chip="teach")
+    assert tr.bytes_by_route()["GM->L1"] == x.nbytes + 2 * w.nbytes
+    _, tr = K.run_conv(x, w, replace(t, w_resident=False), 1, chip="teach")
+    assert tr.bytes_by_route()["GM->L1"] == x.nbytes + 4 * w.nbytes
+
+
+def test_search_beats_or_matches_the_estimate():
+    """The default tiling's search simulates the best-estimated candidates: what it returns is
+    never slower (simulated) than the estimate's favourite."""
+    t = K.make_problem((8, 64, 1, 14, 14), (128, 64, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    picked = default_tiling(t, "910", search=True)
+    best_est = min(candidates(t, "910"), key=lambda c: estimate_cycles(c, "910"))
+    assert K.simulate(picked, "910").cycles <= K.simulate(best_est, "910").cycles
+    assert default_tiling(t, "910", search=True) is picked          # kept in memory
 
 
 def test_img2col_costs_mte1_not_gm():
@@ -245,6 +308,9 @@ def test_can_implement_names_the_buffer():
         can_implement(big, "teach")
     with pytest.raises(ShapeError, match="c1_step=9 must be in 1..C1=4"):
         can_implement(replace(big, c1_step=9), "910")
+    teams = replace(t, tile_m=64, tile_n=16, tile_k0=16, schedule="teams", block_dim=2)   # 4 columns
+    with pytest.raises(ShapeError, match="requires block_dim .2. to be a multiple of the 4 tile columns"):
+        can_implement(teams, "910")
 
 
 def test_registered_and_cached():

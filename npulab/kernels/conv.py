@@ -3,8 +3,14 @@
 What you learn here:
 
 * a convolution **is a matmul**: C (batch x output pixels, Cout) = A (img2col) x B (weights),
-  K = C1 x taps x C0; the matmul templates' **block scheduler** (with its swizzle) hands the
-  block tiles to the cores unchanged;
+  K = C1 x taps x C0; who computes which block tile is
+  :func:`~npulab.kernels.conv_tiling.block_work`: either the matmul templates' **block
+  scheduler** (with its swizzle) dealing uniform tiles round-robin, or **teams**: one team of
+  cores per tile column, each member owning a contiguous run of output rows (balanced to a
+  fractal row), cut into tiles that may start small (``ramp``: FixPipe gets work early) and end
+  small (``taper``: the last write, which nothing overlaps, is short);
+* with ``w_resident`` a core keeps its tile column's weights in L1 across its tiles, loaded one
+  L1 step at a time during the first tile (its first mmad waits for one step, not all);
 * the **block conv-mmad** walks K in L1 steps of C1_STEP channel blocks: the feature map
   moves GM -> L1 (NC1HWC0, one strided copy per image box, MTE2) once per tile, the weights
   move in FRACTAL_Z (already the NZ layout L0B wants: no conversion), then per TILE_K0 columns
@@ -26,11 +32,10 @@ from .. import formats as F
 from .. import lang
 from ..errors import ShapeError
 from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf, data_copy_pad,
-                    fixpipe, get_block_idx, get_block_num, load_data, mmad, set_flag, wait_flag)
+                    fixpipe, get_block_idx, load_data, mmad, set_flag, wait_flag)
 from ..lang.conv_load import ConvGeom, Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
-from .conv_tiling import (EPI_SLOTS, SUPPORTED, ConvTiling, can_implement, enlarge, map_copies,
-                          tile_boxes)
-from .matmul import BlockScheduler
+from .conv_tiling import (EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
+                          map_copies, slab_boxes)
 
 
 # -- host side: the problem and the layouts --------------------------------------------------------
@@ -108,25 +113,30 @@ def pack_vector(v: np.ndarray, t: ConvTiling, dtype) -> np.ndarray:
 # -- the kernel ------------------------------------------------------------------------------------
 class BlockConvMmad:
     """One block tile's K loop: map slab and weight window into L1 (ping-pong), img2col into
-    L0A and weights into L0B (ping-pong), mmad accumulating in one L0C slot."""
+    L0A and weights into L0B (ping-pong), mmad accumulating in one L0C slot.
+
+    With ``w_resident`` the weights of the tile column (K x TILE_N, FRACTAL_Z rows) stay in one
+    L1 slot for every tile of that column the core computes: the first tile loads them one L1
+    step at a time, right after that step's map slab, so its first mmad waits for one step's
+    weights, not for all of them; later tiles of the column read them from L1 only."""
 
     def __init__(self, pipe: Pipe, t: ConvTiling):
-        from .conv_tiling import max_slab
+        from .conv_tiling import slab_elems
         self.t = t
         dt = self.dtype = t.np_dtype
         item, c0 = dt.itemsize, t.c0
         self.n16 = F.round_up(t.tile_n, 16)
-        slab = t.c1_step * max_slab(t.geom, t.batch, t.tile_m, c0) * item
+        slab = t.c1_step * slab_elems(t) * item
         wts = t.c1_step * t.geom.taps * c0 * self.n16 * item
         self.a1, self.b1 = Queue(A1, "map_l1"), Queue(B1, "w_l1")
         self.a2, self.b2 = Queue(A2, "img2col_l0a"), Queue(B2, "w_l0b")
         self.c = Queue(CO1, "c_l0c")
         pipe.init_buffer(self.a1, t.l1_buffers, slab)
-        if t.w_resident:                             # one slot: the group's whole FRACTAL_Z
-            pipe.init_buffer(self.b1, 1, t.k * t.n1 * 16 * item)
+        if t.w_resident:                             # one slot: the column's FRACTAL_Z window
+            pipe.init_buffer(self.b1, 1, t.k * self.n16 * item)
         else:
             pipe.init_buffer(self.b1, t.l1_buffers, wts)
-        self.w_grp, self.w_res = -1, None
+        self.w_col, self.w_res, self.w_loaded = None, None, 0
         pipe.init_buffer(self.a2, t.l0_buffers, F.round_up(t.tile_m, 16) * t.tile_k0 * item)
         pipe.init_buffer(self.b2, t.l0_buffers, t.tile_k0 * self.n16 * item)
         pipe.init_buffer(self.c, t.l0c_buffers, F.round_up(t.tile_m, 16) * self.n16 * 4)
@@ -142,30 +152,43 @@ class BlockConvMmad:
         for dst, src, count, length, s_stride, d_stride in map_copies(t, boxes, cs, c1_elems):
             data_copy_strided(a1[dst:], x_gm[at + src:], count, length, s_stride, d_stride)
 
-    def __call__(self, x_gm, w_gm, grp: int, m_idx: int, n_idx: int, m: int, n: int):
+    def _w_src(self, grp: int, n_idx: int, c1_lo: int) -> int:
+        """FRACTAL_Z offset of K block row (c1_lo, tap 0), first fractal column of n tile n_idx."""
+        t = self.t
+        return ((grp * t.c1 + c1_lo) * t.geom.taps * t.n1 + n_idx * t.tile_n // 16) * 16 * t.c0
+
+    def __call__(self, x_gm, w_gm, grp: int, m_off: int, n_idx: int, m: int, n: int):
         t = self.t
         taps, c0 = t.geom.taps, t.c0
-        boxes, c1_elems = tile_boxes(t.geom, t.batch, t.tile_m, c0, m_idx)
+        boxes, c1_elems = slab_boxes(t.geom, t.batch, m_off, m, c0)
         n16 = F.round_up(n, 16)
         c = self.c.alloc_tensor(t.acc_dtype)
         first = True
+        if t.w_resident and (grp, n_idx) != self.w_col:
+            self.finish()
+            self.w_res, self.w_col, self.w_loaded = self.b1.alloc_tensor(self.dtype), (grp, n_idx), 0
         for c1_lo in range(0, t.c1, t.c1_step):
             cs = min(t.c1_step, t.c1 - c1_lo)
             a1 = self.a1.alloc_tensor(self.dtype)
             self.load_map(a1, x_gm, grp, c1_lo, cs, boxes, c1_elems)
             self.a1.enque(a1)
             if t.w_resident:
-                b1, w_rows, w_row0, w_col0 = self.resident(w_gm, grp), t.n1 * 16, c1_lo * taps * c0, \
-                    n_idx * t.tile_n
+                b1, w_row0 = self.w_res, c1_lo * taps * c0
+                if c1_lo >= self.w_loaded:           # this step's weights are not in L1 yet
+                    data_copy_strided(b1[w_row0 * n16:], w_gm[self._w_src(grp, n_idx, c1_lo):],
+                                      cs * taps, n16 * c0, t.n1 * 16 * c0)
+                    self.b1.enque(b1)
+                    self.b1.deque()
+                    self.w_loaded = c1_lo + cs
             else:
                 b1 = self.b1.alloc_tensor(self.dtype)
                 # FRACTAL_Z rows (c1_lo .. c1_lo + cs) x taps, fractal columns of this n tile
-                src = ((grp * t.c1 + c1_lo) * taps * t.n1 + n_idx * t.tile_n // 16) * 16 * c0
-                data_copy_strided(b1, w_gm[src:], cs * taps, n16 * c0, t.n1 * 16 * c0)
+                data_copy_strided(b1, w_gm[self._w_src(grp, n_idx, c1_lo):], cs * taps, n16 * c0,
+                                  t.n1 * 16 * c0)
                 self.b1.enque(b1)
-                b1, w_rows, w_row0, w_col0 = self.b1.deque(), n16, 0, 0
+                b1, w_row0 = self.b1.deque(), 0
             a1 = self.a1.deque()
-            fm = Fmatrix(t.geom, c0, cs, c1_elems, m_idx * t.tile_m, boxes)
+            fm = Fmatrix(t.geom, c0, cs, c1_elems, m_off, boxes)
             kc = cs * taps * c0
             for k0 in range(0, kc, t.tile_k0):
                 kk = min(t.tile_k0, kc - k0)
@@ -173,7 +196,7 @@ class BlockConvMmad:
                 load_3d(a2, a1, fm, m, kk, k_start=k0)
                 self.a2.enque(a2)
                 b2 = self.b2.alloc_tensor(self.dtype)
-                load_data(b2, b1, kk, n, src_rows=w_rows, row_off=w_row0 + k0, col_off=w_col0,
+                load_data(b2, b1, kk, n, src_rows=n16, row_off=w_row0 + k0, col_off=0,
                           transpose=True)
                 self.b2.enque(b2)
                 a2, b2 = self.a2.deque(), self.b2.deque()
@@ -186,23 +209,11 @@ class BlockConvMmad:
                 self.b1.free_tensor(b1)
         self.c.enque(c)
 
-    def resident(self, w_gm, grp: int):
-        """The group's whole FRACTAL_Z weights in L1, loaded when the group changes (one copy);
-        the previous group's slot is freed first (MTE1 has issued every load that reads it)."""
-        if grp != self.w_grp:
-            self.finish()
-            t = self.t
-            size = t.k * t.n1 * 16
-            b1 = self.b1.alloc_tensor(self.dtype)
-            data_copy_strided(b1, w_gm[grp * size:], 1, size)
-            self.b1.enque(b1)
-            self.w_res, self.w_grp = self.b1.deque(), grp
-        return self.w_res
-
     def finish(self):
+        """Give back the resident weights' slot (MTE1 has issued every load that reads it)."""
         if self.w_res is not None:
             self.b1.free_tensor(self.w_res)
-            self.w_res, self.w_grp = None, -1
+            self.w_res, self.w_col, self.w_loaded = None, None, 0
 
 
 class BlockConvEpilogue:
@@ -248,7 +259,7 @@ class BlockConvEpilogue:
         self.key, self.cur = (grp, n_idx), (s, out)
         return s, out
 
-    def __call__(self, y_gm, grp: int, m_idx: int, n_idx: int, m: int, n: int, slot):
+    def __call__(self, y_gm, grp: int, m_off: int, n_idx: int, m: int, n: int, slot):
         t = self.t
         c = self.c.deque()
         vecs = {}
@@ -256,7 +267,7 @@ class BlockConvEpilogue:
             if slot[0] is not None:
                 wait_flag(PIPE_MTE2, PIPE_FIX, slot[0])
             vecs = slot[1]
-        off = m_idx * t.tile_m * t.cout + grp * t.cout_e + n_idx * t.tile_n
+        off = m_off * t.cout + grp * t.cout_e + n_idx * t.tile_n
         if t.scale == "channel" or t.has_offset:
             fixpipe_channelwise(y_gm[off:], c, m, n, dst_stride=t.cout, bias=vecs.get("bias"),
                                 scale=vecs.get("scale"), offset=vecs.get("offset"), relu=t.relu)
@@ -272,24 +283,19 @@ class BlockConvEpilogue:
 
 
 def conv_kernel(x_gm, w_gm, y_gm, bias_gm, scale_gm, offset_gm, t: ConvTiling) -> None:
-    """The kernel entry: this block's share of the block tiles (group, m tile, n tile)."""
+    """The kernel entry: this block's block tiles (group, rows, n tile), as
+    :func:`~npulab.kernels.conv_tiling.block_work` deals them."""
     pipe = Pipe()
-    sched = BlockScheduler(t.gemm)
     block_mmad = BlockConvMmad(pipe, t)
     epilogue = BlockConvEpilogue(pipe, t, block_mmad.c)
     vec_gms = {"bias": bias_gm, "scale": scale_gm, "offset": offset_gm}
-    loops = range(get_block_idx(), sched.core_loops(), get_block_num())
-    if t.sample_loops:
-        loops = loops[: t.sample_loops]
-    for i in loops:
-        grp, m_idx, n_idx = sched.block_coord(i)
-        m, n = sched.actual_shape(m_idx, n_idx)
+    for grp, m_off, m, n_idx, n in block_work(t, get_block_idx()):
         n_out = min(n, t.cout - grp * t.cout_e - n_idx * t.tile_n)   # enlarged groups pad Cout
         if n_out <= 0:
             continue
         slot = epilogue.load(vec_gms, grp, n_idx, n_out)
-        block_mmad(x_gm, w_gm, grp, m_idx, n_idx, m, n)
-        epilogue(y_gm, grp, m_idx, n_idx, m, n_out, slot)
+        block_mmad(x_gm, w_gm, grp, m_off, n_idx, m, n)
+        epilogue(y_gm, grp, m_off, n_idx, m, n_out, slot)
     block_mmad.finish()
     epilogue.finish()
 

@@ -72,8 +72,16 @@ class ConvTiling:
     l1_buffers: int = 2
     l0_buffers: int = 2
     l0c_buffers: int = 2
-    w_resident: bool = False   # the whole group's weights stay in L1 (loaded once per core)
+    w_resident: bool = False   # the tile column's weights (K x TILE_N) stay in L1, loaded one
+                               # L1 step at a time while the first tile computes
     block_dim: int = 1
+    schedule: str = "cyclic"   # "cyclic": the matmul block scheduler deals block tiles round-
+                               # robin; "teams": each core owns one tile column and a contiguous
+                               # run of output rows (see :func:`block_work`)
+    ramp: int = 0              # teams: > 0 starts each core's run with tiles of ramp, 2 x ramp,
+                               # ... fractal rows (the first output reaches FixPipe early)
+    taper: int = 0             # teams: > 0 ends each core's run with tiles of ..., 2 x taper,
+                               # taper fractal rows (a small last tile drains fast)
     swizzle_offset: int = 1
     swizzle_direction: int = 0
     name: str = "custom"
@@ -141,12 +149,20 @@ class ConvTiling:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def columns(self) -> int:
+        """Tile columns of the whole problem: (enlarged) groups x N tiles."""
+        return self.groups * self.n_loops
+
     def recipe(self) -> str:
+        how = (f"teams={self.block_dim // max(1, self.columns)}"
+               + (f" ramp={self.ramp}" if self.ramp else "") + (f" taper={self.taper}" if self.taper else "")
+               if self.schedule == "teams" else
+               f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'}")
         return (f"{self.tile_m}x{self.tile_n} c1_step={self.c1_step} k0={self.tile_k0}"
                 f"{' w_resident' if self.w_resident else ''} "
                 f"buf={self.l1_buffers}/{self.l0_buffers}/{self.l0c_buffers} "
-                f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'} "
-                f"blocks={self.block_dim}")
+                f"{how} blocks={self.block_dim}")
 
 
 # -- group enlargement --------------------------------------------------------------------------
@@ -187,13 +203,19 @@ def _box(geom: ConvGeom, img: int, q0: int, q1: int) -> tuple:
     return img, d_lo, d_hi - d_lo + 1, start, end - start + 1
 
 
-@lru_cache(maxsize=8192)
 def tile_boxes(geom: ConvGeom, batch: int, tile_m: int, c0: int, m_idx: int) -> tuple:
-    """(boxes, c1_elems) of M tile ``m_idx``: each box (image, d0, nd, start, length, base)
-    with its start ``base`` in a slab channel block, and the elements of one channel block."""
-    P = geom.out_pixels
+    """(boxes, c1_elems) of M tile ``m_idx`` (rows m_idx x tile_m ..): see :func:`slab_boxes`."""
     p0 = m_idx * tile_m
-    p1 = min(batch * P, p0 + tile_m) - 1
+    return slab_boxes(geom, batch, p0, min(batch * geom.out_pixels, p0 + tile_m) - p0, c0)
+
+
+@lru_cache(maxsize=16384)
+def slab_boxes(geom: ConvGeom, batch: int, p0: int, m: int, c0: int) -> tuple:
+    """(boxes, c1_elems) of the ``m`` output rows from ``p0`` (image, od, oh, ow flattened):
+    each box (image, d0, nd, start, length, base) with its start ``base`` in a slab channel
+    block, and the elements of one channel block."""
+    P = geom.out_pixels
+    p1 = p0 + m - 1
     boxes, base = [], 0
     for img in range(p0 // P, p1 // P + 1):
         q0, q1 = max(p0, img * P) - img * P, min(p1, img * P + P - 1) - img * P
@@ -205,9 +227,91 @@ def tile_boxes(geom: ConvGeom, batch: int, tile_m: int, c0: int, m_idx: int) -> 
 
 @lru_cache(maxsize=1024)
 def max_slab(geom: ConvGeom, batch: int, tile_m: int, c0: int) -> int:
-    """The largest slab channel block (elements) any M tile needs."""
+    """The largest slab channel block (elements) any M tile of a uniform tiling needs."""
     m_loops = -(-batch * geom.out_pixels // tile_m)
     return max(tile_boxes(geom, batch, tile_m, c0, i)[1] for i in range(m_loops))
+
+
+def slab_elems(t: "ConvTiling") -> int:
+    """The largest slab channel block (elements) any block tile of tiling ``t`` needs."""
+    if t.schedule != "teams":
+        return max_slab(t.geom, t.batch, t.tile_m, t.c0)
+    return _teams_slab(t.geom, t.batch, t.c0, t.m, t.tile_m, t.block_dim, t.columns, t.ramp, t.taper)
+
+
+@lru_cache(maxsize=1024)
+def _teams_slab(geom, batch, c0, m_total, tile_m, block_dim, columns, ramp, taper) -> int:
+    team = max(1, block_dim // columns)
+    return max(slab_boxes(geom, batch, p0, m, c0)[1] for r in range(team)
+               for p0, m in _team_rows(m_total, tile_m, team, r, ramp, taper))
+
+
+# -- who computes what ------------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def _team_rows(m_total: int, tile_m: int, team: int, r: int, ramp: int = 0, taper: int = 0) -> tuple:
+    """(p0, m) of the M tiles of member ``r`` of a team of ``team`` cores: the team's output
+    rows split into ``team`` contiguous runs, as equal as 16-row fractals allow, each run cut
+    into the fewest tiles of at most ``tile_m`` rows, again as equal as fractals allow.
+
+    ``ramp`` > 0 starts the run with tiles of ramp, 2 x ramp, 4 x ramp ... fractal rows (up to
+    tile_m), so the first result is ready, and FixPipe busy, early; ``taper`` > 0 ends it the
+    same way in reverse, so the last tile's FixPipe write, which nothing overlaps, is short.
+    The tiles between stay large (long mmads)."""
+    frac = -(-m_total // 16)
+    r0, r1 = r * frac // team, (r + 1) * frac // team
+    rows = r1 - r0
+    if rows <= 0:
+        return ()
+    cap = tile_m // 16
+    left = rows
+    ends = []
+    for first in (ramp, taper):
+        part, size = [], first
+        while first > 0 and size < cap and left > 0:
+            part.append(min(size, left))
+            left -= part[-1]
+            size *= 2
+        ends.append(part)
+    nt = -(-left // cap)
+    middle = [(j + 1) * left // nt - j * left // nt for j in range(nt)]
+    bounds = [r0]
+    for v in ends[0] + middle + ends[1][::-1]:
+        bounds.append(bounds[-1] + v)
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        p0, p1 = a * 16, min(m_total, b * 16)
+        if p1 > p0:
+            out.append((p0, p1 - p0))
+    return tuple(out)
+
+
+def block_work(t: "ConvTiling", block: int) -> list:
+    """The block tiles block ``block`` computes, in order: (group, first row, rows, n tile,
+    columns).
+
+    * ``cyclic``: the matmul templates' block scheduler (with its swizzle) numbers the uniform
+      TILE_M x TILE_N tiles and deals them round-robin, tile i to block i mod block_dim;
+    * ``teams``: the blocks form one team per tile column (block_dim is a multiple of the
+      columns); a team splits the output rows into one contiguous run per member, so every
+      core keeps one column's weights resident and the runs differ by at most one fractal
+      row (a balance the uniform tiles of ``cyclic`` only reach when their count divides).
+
+    ``sample_loops`` > 0 keeps only the first that many tiles (estimates)."""
+    out = []
+    if t.schedule == "teams":
+        team = t.block_dim // t.columns
+        col, r = divmod(block, team)
+        grp, n_idx = divmod(col, t.n_loops)
+        n = min(t.tile_n, t.cout_e - n_idx * t.tile_n)
+        out = [(grp, p0, m, n_idx, n) for p0, m in _team_rows(t.m, t.tile_m, team, r, t.ramp, t.taper)]
+    else:
+        from .matmul_tiling import swizzle_coord
+        gm = t.gemm
+        for i in range(block, t.core_loops, t.block_dim):
+            grp, m_idx, n_idx = swizzle_coord(gm, i)
+            out.append((grp, m_idx * t.tile_m, min(t.tile_m, t.m - m_idx * t.tile_m), n_idx,
+                        min(t.tile_n, t.cout_e - n_idx * t.tile_n)))
+    return out[: t.sample_loops] if t.sample_loops else out
 
 
 def map_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
@@ -249,11 +353,11 @@ def map_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
 def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
     dt = t.np_dtype
     item, c0 = dt.itemsize, t.c0
-    slab = t.c1_step * max_slab(t.geom, t.batch, t.tile_m, c0) * item
+    slab = t.c1_step * slab_elems(t) * item
     wts = t.c1_step * t.geom.taps * c0 * F.round_up(t.tile_n, 16) * item
     epi = EPI_SLOTS * len(t.vectors) * F.round_up(t.tile_n * 4, 32)
     if t.w_resident:
-        wts = t.k * t.n1 * 16 * item
+        wts = t.k * F.round_up(t.tile_n, 16) * item
         return _demand(t, slab, wts, epi, f"{t.l1_buffers} x map slab {fmt_bytes(slab)} + resident "
                                           f"weights {fmt_bytes(wts)}", t.l1_buffers * slab + wts + epi)
     return _demand(t, slab, wts, epi, f"{t.l1_buffers} x (map slab {fmt_bytes(slab)} + weights "
@@ -290,6 +394,15 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
             out.append(f"{name}={getattr(t, name)} must be 1 or 2")
     if t.block_dim < 1:
         out.append(f"block_dim={t.block_dim} must be at least 1")
+    for name in ("ramp", "taper"):
+        if getattr(t, name) < 0:
+            out.append(f"{name}={getattr(t, name)} must be 0 (even tiles) or a number of fractal rows")
+    if t.schedule not in ("cyclic", "teams"):
+        out.append(f"schedule={t.schedule!r} must be 'cyclic' or 'teams'")
+    elif t.schedule == "teams" and t.block_dim % t.columns:
+        out.append(f"schedule='teams' requires block_dim ({t.block_dim}) to be a multiple of the "
+                   f"{t.columns} tile columns (groups x N tiles); change block_dim or TILE_N, or "
+                   f"use schedule='cyclic'")
     if out:
         return out
     for buf, (need, how) in buffer_demand(t).items():
@@ -320,67 +433,87 @@ def _per_step(chip, item) -> float:
                                      4: chip.cube.macs_per_cycle_fp16 / 2}[item]
 
 
+def busiest_block(t: ConvTiling) -> int:
+    """The block with the most fractal steps (ties: the lowest index)."""
+    if t.schedule != "teams":
+        return 0                                               # block 0 runs the most tiles
+    team = t.block_dim // t.columns
+    load = [sum(-(-m // 16) for _, _, m, _, _ in block_work(replace(t, sample_loops=0), r))
+            for r in range(team)]
+    return max(range(team), key=lambda r: (load[r], -r))
+
+
 def estimate_cycles(t: ConvTiling, chip) -> float:
-    """A quick analytic estimate of the kernel's cycles (the default tiling's score).
+    """A quick analytic estimate of the kernel's cycles (ranks tilings before the search).
 
     Three bounds on the busiest core, the largest wins, plus filling the pipeline (the first
     step's copies) and draining it (the last tile's FixPipe):
 
-    * compute: per L1 step of each of its block tiles the busier of cube (mmads with start-up)
-      and MTE1 (img2col and weight loads); partial tiles cost less;
-    * MTE2: copy start-ups, L2 hits at the MTE2 rate, and the HBM misses at the core's share
-      (:mod:`npulab.sim.gm`: a core's reads and writes split its share of HBM, so its misses
-      take (read + write bytes) / share in all);
-    * FixPipe: the same (read + write bytes) / share."""
+    * compute: per L1 step of each of its block tiles the busier of cube (mmads with start-up),
+      MTE1 (img2col and weight loads) and MTE2 (that step's copies);
+    * MTE2: copy start-ups, every byte at the MTE2 rate or, for the HBM part of a read, at the
+      core's read share of HBM (:mod:`npulab.sim.gm`: the reads of a range by several cores
+      share one fetch; a core's reads and writes split its share of HBM);
+    * FixPipe: start-ups and the core's (read + write) HBM bytes / its share."""
     chip = get_chip(chip)
     c0, item = t.c0, t.np_dtype.itemsize
     p, cube = chip.pipes, chip.cube
     per_step = _per_step(chip, item)
     taps = t.geom.taps
     out_item = np.dtype(t.out_dtype).itemsize
-    gm = t.gemm
-    from .matmul_tiling import swizzle_coord
-    shapes: dict = {}
-    tiles = 0
-    for i in range(0, t.core_loops, t.block_dim):             # core 0 runs the most tiles
-        _, mi, ni = swizzle_coord(gm, i, 1, 0)
-        key = (min(t.tile_m, t.m - mi * t.tile_m), min(t.tile_n, t.cout_e - ni * t.tile_n))
-        shapes[key] = shapes.get(key, 0) + 1
-        tiles += 1
-    boxes, c1_elems = tile_boxes(t.geom, t.batch, t.tile_m, c0, 0)
-    slab = c1_elems * item
-    compute, dmas, first = 0.0, 0, None
-    for (m, n), count in shapes.items():
+    work = block_work(replace(t, sample_loops=0), busiest_block(t))
+    if not work:
+        return 0.0
+    active = min(t.block_dim, chip.ai_cores)
+    share = chip.gm_share_bytes_per_cycle(active)
+    if t.schedule == "teams":
+        map_readers, team = t.columns, t.block_dim // t.columns
+    else:
+        map_readers, team = max(1, min(t.n_loops, active)), max(1, active // max(1, t.columns))
+    w_col = t.k * F.round_up(t.tile_n, 16) * item
+    compute, dmas, first, map_bytes, w_bytes, writes = 0.0, 0, None, 0, 0, 0
+    cols_seen = set()
+    last, first_tile, last_tile = None, None, 0.0
+    for grp, m_off, m, n_idx, n in work:
+        tile_compute = 0.0
+        boxes, c1_elems = slab_boxes(t.geom, t.batch, m_off, m, c0)
         m1, n16 = -(-m // 16), F.round_up(n, 16)
+        new_col = (grp, n_idx) not in cols_seen
+        cols_seen.add((grp, n_idx))
         for c1_lo in range(0, t.c1, t.c1_step):
             cs = min(t.c1_step, t.c1 - c1_lo)
             kc = cs * taps * c0
             ks = [min(t.tile_k0, kc - k) for k in range(0, kc, t.tile_k0)]
             cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // c0) * per_step for kk in ks)
             m1e = len(ks) * 2 * p.mte1_startup_cycles + (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
-            d = len(map_copies(t, boxes, cs, c1_elems)) + (0 if t.w_resident else 1)
-            nb = cs * slab + (0 if t.w_resident else kc * n16 * item)
-            m2 = d * p.mte2_startup_cycles + nb / p.mte2_bytes_per_cycle
+            wload = (not t.w_resident) or new_col
+            d = len(map_copies(t, boxes, cs, c1_elems)) + (1 if wload else 0)
+            nb_map, nb_w = cs * c1_elems * item, (kc * n16 * item if wload else 0)
+            m2 = d * p.mte2_startup_cycles + (nb_map + nb_w) / p.mte2_bytes_per_cycle
             if first is None:
                 first = m2
-            compute += count * max(cu, m1e, m2)
-            dmas += count * d
-    active = min(t.block_dim, chip.ai_cores)
-    share = chip.gm_share_bytes_per_cycle(active)
-    m_tiles_core = t.groups * t.m_loops / active              # each map slab misses once
-    reads = tiles * t.c1 * slab                               # slab bytes the core copies
-    misses = m_tiles_core * t.c1 * slab
-    w_bytes = t.k * t.n1 * 16 * item
-    w_copies = w_bytes * (t.groups / active if t.w_resident else tiles * t.tile_n / (t.n1 * 16))
-    writes = tiles * t.tile_m * t.tile_n * out_item
-    hbm = (misses + writes) / share
-    mte2 = (dmas * p.mte2_startup_cycles + max(misses / p.mte2_bytes_per_cycle, hbm)
-            + (reads - misses + w_copies) / p.mte2_bytes_per_cycle)
-    fix = hbm + tiles * p.fix_startup_cycles
-    fill = first + (w_bytes / p.mte2_bytes_per_cycle if t.w_resident else 0)
-    w_share = share * writes / max(1.0, writes + misses)    # the core's write part of its share
-    drain = p.fix_startup_cycles + t.tile_m * t.tile_n * out_item / min(p.fix_bytes_per_cycle, w_share)
-    return max(compute, mte2, fix) + fill + drain
+            compute += max(cu, m1e, m2)
+            tile_compute += max(cu, m1e)
+            dmas += d
+            map_bytes += nb_map
+            w_bytes += nb_w
+        writes += m * n * out_item
+        last, last_tile = (m, n), tile_compute
+        if first_tile is None:
+            first_tile = tile_compute
+    # HBM: a map range is fetched once for its readers, a weight window once for its team
+    hbm_reads = map_bytes / map_readers + (w_col / team if t.w_resident else w_bytes / max(1, len(work) * team))
+    hbm_total = (hbm_reads + writes) / share
+    read_share = share * hbm_reads / max(1.0, hbm_reads + writes)
+    write_share = share * writes / max(1.0, hbm_reads + writes)
+    mte2 = (dmas * p.mte2_startup_cycles + max(map_bytes / p.mte2_bytes_per_cycle,
+                                               map_bytes / map_readers / max(1e-9, read_share))
+            + w_bytes / p.mte2_bytes_per_cycle)
+    fix = hbm_total + len(work) * p.fix_startup_cycles
+    drain = p.fix_startup_cycles + last[0] * last[1] * out_item / min(p.fix_bytes_per_cycle, write_share)
+    # each bound with the part of the pipeline it cannot overlap: the cube and MTE2 wait for
+    # the last write; FixPipe starts when the first tile is done
+    return max(first + compute + drain, mte2 + last_tile + drain, first + first_tile + fix)
 
 
 def _steps(c1: int) -> list[int]:
@@ -392,9 +525,26 @@ def _steps(c1: int) -> list[int]:
         s = -(-s // 2)
 
 
+def _k0(t: ConvTiling, chip, tm: int, tn: int) -> int:
+    """The largest TILE_K0 (up to 256) that double-buffers in L0A and L0B for a tm x tn tile."""
+    item = t.np_dtype.itemsize
+    kmax = min(chip.buffer_bytes("L0A") // 2 // (F.round_up(tm, 16) * item),
+               chip.buffer_bytes("L0B") // 2 // (F.round_up(tn, 16) * item))
+    return min(kmax // t.c0 * t.c0, 256)
+
+
+def _finish(cand: ConvTiling, c1_step: int, resident: bool, k0: int) -> ConvTiling:
+    return replace(cand, c1_step=c1_step, w_resident=resident,
+                   tile_k0=min(k0, F.round_up(c1_step * cand.geom.taps * cand.c0, cand.c0)))
+
+
 def candidates(t: ConvTiling, chip):
-    """Every tiling the default tiling function considers for problem ``t``."""
-    c0, item = t.c0, t.np_dtype.itemsize
+    """Every tiling the default tiling function considers for problem ``t``: uniform block
+    tiles dealt round-robin (``cyclic``) and, where the tile columns divide the cores, one
+    team of cores per column (``teams``) with 1 to 8 tiles per core; for each the largest
+    TILE_K0 that fits L0A/L0B, C1_STEP halving from C1, weights resident in L1 or streamed."""
+    chip = get_chip(chip)
+    c0 = t.c0
     seen = set()
     m1 = -(-t.m // 16)
     balanced = []                  # block tiles whose count is close to a multiple of the cores
@@ -405,48 +555,99 @@ def candidates(t: ConvTiling, chip):
             tm = 16 * -(-m1 // m_loops)
             if 16 <= tm <= L0C_TILE_ELEMS // tn:
                 balanced.append((tm, tn))
+    shapes = []
     for tm, tn in BLOCK_TILES + tuple(balanced):
         tm = max(16, min(tm, F.round_up(t.m, 16)))
         tn = max(16, min(tn, F.round_up(t.cout_e, 16)))
-        if (tm, tn) in seen:
+        if (tm, tn) not in seen:
+            seen.add((tm, tn))
+            base = replace(t, tile_m=tm, tile_n=tn, schedule="cyclic")
+            shapes.append(replace(base, block_dim=min(chip.ai_cores, base.core_loops)))
+    # teams: one column per TILE_N choice whose column count divides into the cores
+    for tn in sorted({min(v, F.round_up(t.cout_e, 16)) for v in (256, 192, 128, 96, 64, 48, 32, 16)},
+                     reverse=True):
+        cols = t.groups * -(-t.cout_e // tn)
+        if cols > chip.ai_cores:
             continue
-        seen.add((tm, tn))
-        base = replace(t, tile_m=tm, tile_n=tn)
-        base = replace(base, block_dim=min(chip.ai_cores, base.core_loops))
-        kmax = min(chip.buffer_bytes("L0A") // 2 // (F.round_up(tm, 16) * item),
-                   chip.buffer_bytes("L0B") // 2 // (F.round_up(tn, 16) * item))
-        k0 = min(kmax // c0 * c0, 256)
+        team = chip.ai_cores // cols
+        rows = -(-m1 // team)                     # fractal rows of the busiest member
+        for per_core in range(1, 9):
+            tm = 16 * -(-rows // per_core)
+            if tm * tn > L0C_TILE_ELEMS or (tm, tn, "teams") in seen:
+                continue
+            seen.add((tm, tn, "teams"))
+            for ramp, taper in TAPERS:
+                if max(ramp, taper) < tm // 16:
+                    shapes.append(replace(t, tile_m=tm, tile_n=tn, schedule="teams", block_dim=team * cols,
+                                          ramp=ramp, taper=taper))
+            if per_core * 16 >= rows:
+                break
+    for base in shapes:
+        k0 = _k0(base, chip, base.tile_m, base.tile_n)
         if k0 < c0:
             continue
         for resident in (True, False):
             for c1_step in _steps(t.c1):
-                cand = replace(base, c1_step=c1_step, w_resident=resident,
-                               tile_k0=min(k0, F.round_up(c1_step * t.geom.taps * c0, c0)))
+                cand = _finish(base, c1_step, resident, k0)
                 if not problems(cand, chip):
                     yield cand
 
 
-def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910") -> ConvTiling:
-    """The tiling used when none is given: among :func:`candidates` (block tiles of
-    ``BLOCK_TILES`` clamped to the problem, the largest TILE_K0 that fits L0A/L0B, C1_STEP
-    halving from C1, weights resident in L1 or streamed) the one with the fewest estimated
-    cycles (:func:`estimate_cycles`); the swizzle of the matmul templates'
-    :func:`~npulab.kernels.matmul_tiling.best_swizzle`."""
+#: (ramp, taper) pairs the teams candidates try
+TAPERS = ((0, 0), (0, 2), (1, 0), (1, 2), (2, 4))
+#: tilings simulated per search (the best estimates, and the best of each schedule)
+SEARCH_LIMIT = 8
+#: below this estimate (cycles) the default tiling trusts the estimate and simulates nothing
+SEARCH_MIN_CYCLES = 20000
+_SEARCHED: dict = {}
+
+
+def _swizzled(t: ConvTiling, chip) -> ConvTiling:
+    if t.schedule == "teams":
+        return t
+    sw = best_swizzle(t.gemm, chip)
+    return replace(t, swizzle_offset=sw["swizzle_offset"], swizzle_direction=sw["swizzle_direction"])
+
+
+def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: bool | None = None) -> ConvTiling:
+    """The tiling used when none is given.
+
+    Every candidate of :func:`candidates` is ranked by :func:`estimate_cycles`. When
+    ``search`` (default: when the best estimate passes ``SEARCH_MIN_CYCLES``, i.e. a layer
+    worth tuning) the ``SEARCH_LIMIT`` best, plus the best of each schedule, are simulated in
+    timing mode (no operand data) and the fewest simulated cycles win: the estimate ranks,
+    the simulator decides. Results are kept in memory per (chip, problem). Cyclic tilings
+    take the swizzle of the matmul templates' :func:`~npulab.kernels.matmul_tiling.best_swizzle`."""
     chip = get_chip(chip)
-    best = None
+    key = (chip, replace(t, name="", sample_loops=0), search)
+    hit = _SEARCHED.get(key)
+    if hit is not None:
+        return hit
+    scored = []
     for cand in candidates(t, chip):
-        score = estimate_cycles(cand, chip)
-        if best is None or score < best[0]:
-            best = (score, cand)
-    if best is None:
+        cand = _swizzled(cand, chip)
+        scored.append((estimate_cycles(cand, chip), len(scored), cand))
+    if not scored:
         raise BufferOverflowError(f"no conv tiling fits chip '{chip.name}' for a {t.geom.kd}x"
                                   f"{t.geom.kh}x{t.geom.kw} kernel over a {t.geom.w}-wide map "
                                   f"(even a 16 x 16 tile with one channel block overflows L1)")
-    t = best[1]
-    sw = best_swizzle(t.gemm, chip)
-    return replace(t, swizzle_offset=sw["swizzle_offset"], swizzle_direction=sw["swizzle_direction"],
-                   name="default")
+    scored.sort(key=lambda s: (s[0], s[1]))
+    best = scored[0][2]
+    if search or (search is None and scored[0][0] > SEARCH_MIN_CYCLES):
+        from .conv import simulate
+        pick = scored[:SEARCH_LIMIT]
+        for sched in ("cyclic", "teams"):
+            top = next((s for s in scored if s[2].schedule == sched), None)
+            if top is not None and top not in pick:
+                pick.append(top)
+        sims = [(simulate(c, chip).cycles, i, c) for _, i, c in pick]
+        best = min(sims, key=lambda s: (s[0], s[1]))[2]
+    out = replace(best, name="default")
+    _SEARCHED[key] = out
+    return out
 
 
-__all__ = ["ConvTiling", "enlarge", "tile_boxes", "max_slab", "buffer_demand", "problems",
-           "can_implement", "estimate_cycles", "default_tiling", "candidates", "map_copies", "SUPPORTED", "ACC_DTYPE", "EPI_SLOTS"]
+__all__ = ["ConvTiling", "enlarge", "tile_boxes", "slab_boxes", "max_slab", "slab_elems", "block_work",
+           "busiest_block", "buffer_demand", "problems", "can_implement", "estimate_cycles",
+           "default_tiling", "candidates", "map_copies", "SUPPORTED", "ACC_DTYPE", "EPI_SLOTS",
+           "SEARCH_LIMIT", "SEARCH_MIN_CYCLES"]

@@ -97,8 +97,8 @@ def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, blo
     moved = cnt * ln * item
     e = dev.chip.energy
     lvl = dst.buffer.name
-    i = core.issue(_MTE2, _WORK, int(Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB),
-                   dev.copy_cycles(Pipe.MTE2, moved, True),
+    dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
+    i = core.issue(_MTE2, _WORK, int(Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB), dur, lat=lat,
                    name=f"{what} {cnt}x{ln} GM->{lvl}", nbytes=moved,
                    energy=(e.gm_byte_pj + (e.l1_byte_pj if lvl == "L1" else e.ub_byte_pj)) * moved,
                    route=f"GM->{lvl}",
@@ -231,7 +231,8 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
     c1b = (k_start + k - 1) // (fm.geom.taps * c0) + 1
     nbytes = need * item
     e = dev.chip.energy
-    core.issue(_MTE1, _WORK, int(Op.COPY_L1_TO_L0A), dev.copy_cycles(Pipe.MTE1, nbytes, False),
+    dur, lat = dev.copy_cost(Pipe.MTE1, nbytes, False)
+    core.issue(_MTE1, _WORK, int(Op.COPY_L1_TO_L0A), dur, lat=lat,
                name=f"{what} {m}x{k} L1->L0A", nbytes=nbytes,
                energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route="L1->L0A",
                reads=[("L1", src.offset + c1a * fm.c1_elems * item, src.offset + c1b * fm.c1_elems * item)],
@@ -319,7 +320,8 @@ def fixpipe_channelwise(dst, src: LocalTensor, m: int, n: int, *, dst_stride: in
         else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
     tag = "".join(s for s, on in ((" bias", bias is not None), (" scale", scale is not None),
                                   (" offset", offset is not None), (" relu", relu)) if on)
-    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dev.copy_cycles(Pipe.FIX, nbytes, to_gm),
+    dur, lat = dev.copy_cost(Pipe.FIX, nbytes, to_gm)
+    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dur, lat=lat,
                    name=f"fixpipe {m}x{n} L0C->{level}{tag}", nbytes=nbytes,
                    energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
                    route=f"L0C->{level}", reads=reads, writes=[wr])

@@ -129,7 +129,8 @@ def _conv_tiling(specs, chip, *, stride, pads, dilation, groups, vectors=(), sca
         raise ShapeError(f"conv: tiling must be None or a ConvTiling, got {type(tiling).__name__}")
     tiles = {f: getattr(tiling, f) for f in ("tile_m", "tile_n", "c1_step", "tile_k0", "l1_buffers",
                                              "l0_buffers", "l0c_buffers", "w_resident", "block_dim",
-                                             "swizzle_offset", "swizzle_direction", "name")}
+                                             "swizzle_offset", "swizzle_direction", "schedule", "ramp",
+                                             "taper", "name")}
     return replace(t, **tiles)
 
 
