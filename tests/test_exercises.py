@@ -17,11 +17,12 @@ import pytest
 import npulab
 from npulab import lang
 from npulab.kernels.elementwise import AddTiling, KernelAdd
-from npulab.labs import check, lab02, lab04
+from npulab.labs import check, lab02, lab04, lab07
 from npulab.labs.check import REGISTRY, same_code
 from npulab.labs.lab03 import RowTiling
-from npulab.lang import (PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy,
-                         get_block_idx, load_data, mmad, set_flag, wait_flag)
+from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue,
+                         TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
+                         wait_flag)
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"
@@ -247,6 +248,156 @@ def _k_loop_blank(c, a1, b1, a2q, b2q, m, n, k, k0):
     ...
 
 
+# -- lab 06 ------------------------------------------------------------------------------------
+def _img2col(kind="ok"):
+    def fn(r, c, x_shape, k, stride, pad):
+        n_img, chans, height, width = x_shape
+        oh = (height + 2 * pad - k) // stride + 1
+        ow = (width + 2 * pad - k) // stride + 1
+        n, pixel = divmod(r, oh * ow)
+        o_h, o_w = divmod(pixel, ow)
+        if kind == "unfold":                          # torch's order: channel, then the tap
+            ch, tap = divmod(c, k * k)
+        else:
+            c1, rest = divmod(c, k * k * 16)
+            tap, c0 = divmod(rest, 16)
+            ch = c1 * 16 + c0
+        i, j = divmod(tap, k)
+        s, p = (1 if kind == "no stride" else stride), (0 if kind == "no pad" else pad)
+        h, w = o_h * s - p + i, o_w * s - p + j
+        if kind != "keep pad" and (ch >= chans or not (0 <= h < height and 0 <= w < width)):
+            return None
+        return (n, ch, h, w)
+    return fn
+
+
+def _img2col_blank(r, c, x_shape, k, stride, pad):
+    ...
+
+
+def _nc1hwc0(kind="ok"):
+    def fn(x):
+        n, ch, h, w = x.shape
+        c0 = 16 if kind == "c0 16" else 32 // x.dtype.itemsize
+        c1 = ch // c0 if kind == "floor" else -(-ch // c0)
+        padded = np.ones((n, c1 * c0, h, w), dtype=x.dtype) if kind == "ones" else \
+            np.zeros((n, c1 * c0, h, w), dtype=x.dtype)
+        padded[:, :ch] = x
+        z = padded.reshape(n, c1, c0, h, w)
+        if kind == "c0 first":
+            return z
+        z = z.transpose(0, 1, 3, 4, 2)
+        return z.astype(np.float64) if kind == "float64" else z
+    return fn
+
+
+def _nc1hwc0_blank(x):
+    ...
+
+
+# -- lab 07 ------------------------------------------------------------------------------------
+def _softmax(kind="ok"):
+    def fn(x):
+        if kind == "naive":
+            e = np.exp(x)
+        elif kind == "global":
+            e = np.exp(x - x.max())
+        else:
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=0 if kind == "axis 0" else -1, keepdims=True)
+    return fn
+
+
+def _softmax_blank(x):
+    ...
+
+
+def _rms(kind="ok"):
+    class Rms(lab07.RmsNormStages):
+        def compute_rows(self, x32, out32, n):
+            cols, rstd, sq = self.cols, self.stats[0], self.work[0]
+            lang.mul(sq, x32, x32, n * cols)
+            lang.reduce_sum_rows(rstd, sq, n, cols)
+            if kind != "sum":
+                lang.muls(rstd, rstd, 1.0 / cols, n)
+            if kind != "no eps":
+                lang.adds(rstd, rstd, self.eps, n)
+            if kind == "tile":                       # 1 / rms computed on every element
+                lang.duplicate(sq, 0.0, n * cols)
+                lang.add_per_row(sq, sq, rstd, n, cols)
+                lang.sqrt(sq, sq, n * cols)
+                lang.div(x32, x32, sq, n * cols)
+            else:
+                lang.sqrt(rstd, rstd, n)
+                if kind != "no reciprocal":
+                    lang.reciprocal(rstd, rstd, n)
+                lang.mul_per_row(out32 if kind == "no gamma" else x32, x32, rstd, n, cols)
+            if kind != "no gamma":
+                lang.mul_per_col(out32, x32, self.gamma, n, cols)
+    return Rms
+
+
+class _RmsBlank(lab07.RmsNormStages):
+    def compute_rows(self, x32, out32, n):
+        ...
+
+
+def _gelu(kind="ok"):
+    import math
+
+    def fn(x):
+        c = math.sqrt(2 * math.pi) if kind == "2pi" else math.sqrt(2 / math.pi)
+        inner = c * x if kind == "no cube" else c * (x + 0.044715 * x ** 3)
+        y = 0.5 * x * (1 + np.tanh(inner))
+        return 2 * y if kind == "no half" else y
+    return fn
+
+
+def _gelu_erf(x):
+    return lab07.gelu_erf64(x)
+
+
+def _gelu_blank(x):
+    ...
+
+
+# -- lab 08 ------------------------------------------------------------------------------------
+def _fold(kind="ok"):
+    def fn(mean, var, gamma, beta, eps):
+        std = var + eps if kind == "var" else np.sqrt(var + eps)
+        scale = gamma / std
+        if kind == "scale only":
+            return scale
+        if kind == "beta - mean":
+            return scale, beta - mean
+        return scale, (beta + mean * scale) if kind == "plus" else (beta - mean * scale)
+    return fn
+
+
+def _fold_blank(mean, var, gamma, beta, eps):
+    ...
+
+
+def _epilogue(kind="ok"):
+    def fn(c_gm, c, bias, slot, m, n, dst_stride):
+        if kind != "no wait":
+            wait_flag(PIPE_MTE2, PIPE_FIX, slot)
+        fixpipe(c_gm, c, m, n, dst_stride=dst_stride, bias=None if kind == "no bias" else bias,
+                relu=kind != "no relu")
+        if kind != "no set":
+            set_flag(PIPE_FIX, PIPE_MTE2, slot)
+        if kind == "barrier":
+            pipe_barrier(PIPE_ALL)
+    return fn
+
+
+def _epilogue_blank(c_gm, c, bias, slot, m, n, dst_stride):
+    ...
+
+
+OUT_BYTES = 16 * 128 * 28 * 28 * 2        # layer2.0.conv2 (stride 2: 56 -> 28) at batch 16, fp16
+
+
 PEAK_910 = 32 * 4096 * 2 * C910.clock_ghz / 1000
 READ_US = 64 * 2**20 / (C910.memory.gm_bytes_per_cycle * C910.clock_ghz * 1e9) * 1e6
 M = N = K = 1024
@@ -299,9 +450,9 @@ CASES = {
                                      (_silu(2, 2, None), "smaller tiles"), (3, "your kernel class")], _SiluBlank),
     "04.mte2_stall": (("in_x", "VECTOR"), [(("out_z", "VECTOR"), "never touches"), (("in_x", "MTE3"), "free_tensor"),
                                            (("in_x", "MTE2"), "pipe that waits"), ("in_x", "pair")], ...),
-    "04.fastest_buffer_num": ({"SiLU": 2, "Add": 1}, [({"SiLU": 2, "Add": 2}, "start-ups"),
-                                                      ({"SiLU": 3, "Add": 1}, "third slot"),
-                                                      ([2, 1], "dict")], ...),
+    "04.fastest_buffer_num": ({"SiLU": 3, "Add": 3}, [({"SiLU": 3, "Add": 1}, "with one slot"),
+                                                      ({"SiLU": 2, "Add": 3}, "back to back"),
+                                                      ([3, 3], "dict")], ...),
     "05.nz_offset": (_nz(), [(_nz("no pad"), "pads the rows"), (_nz("nd"), "that is ND"), (_nz("zz"), "that is ZZ"),
                              (_nz("swapped"), "row-major ('z')")], _nz_blank),
     "05.k_loop": (_k_loop(), [(_k_loop(init="always"), "only the last K0 slice"),
@@ -312,6 +463,35 @@ CASES = {
                                                    ((256, 256, 512, 128, 2, 2, 2), "shrink"),
                                                    ((64, 64, 256, 64, 2, 2, 2), "bigger block tiles"),
                                                    ((128, 256), "7 whole numbers")], ...),
+    "06.img2col_source": (_img2col(), [(_img2col("unfold"), "unfold order"), (_img2col("no pad"), "subtract the padding"),
+                                       (_img2col("no stride"), "multiply by the stride"),
+                                       (_img2col("keep pad"), "return None")], _img2col_blank),
+    "06.nc1hwc0": (_nc1hwc0(), [(_nc1hwc0("c0 16"), "32 // itemsize"), (_nc1hwc0("c0 first"), "C0 goes last"),
+                                (_nc1hwc0("floor"), "pad the channels"), (_nc1hwc0("ones"), "must be 0"),
+                                (_nc1hwc0("float64"), "keeps their dtype")], _nc1hwc0_blank),
+    "06.conv_tiles": ((208, 64, 2, 64, 2, 2, 2), [((128, 128, 2, 144, 2, 2, 2), "L0A holds"),
+                                                  ((256, 256, 8, 64, 2, 2, 2), "shrink the tiles"),
+                                                  ((64, 64, 1, 64, 1, 1, 1), "use 2 at every level"),
+                                                  ((100, 64, 1, 64, 2, 2, 2), "multiples of 16"),
+                                                  ((128, 64), "7 whole numbers")], ...),
+    "07.stable_softmax": (_softmax(), [(_softmax("naive"), "subtract each row's max"),
+                                       (_softmax("global"), "each row's own max"),
+                                       (_softmax("axis 0"), "over the same row")], _softmax_blank),
+    "07.rms_norm_kernel": (_rms(), [(_rms("sum"), "1 / cols"), (_rms("no eps"), "add eps"),
+                                    (_rms("no reciprocal"), "reciprocal of the"), (_rms("no gamma"), "gamma scales"),
+                                    (_rms("tile"), "per-row values"), (3, "your kernel class")], _RmsBlank),
+    "07.gelu_tanh": (_gelu(), [(_gelu("no half"), "0.5 is missing"), (_gelu("2pi"), "sqrt(2 / pi)"),
+                               (_gelu("no cube"), "cubic term"), (_gelu_erf, "exact erf form")], _gelu_blank),
+    "08.bn_fold": (_fold(), [(_fold("var"), "standard deviation"), (_fold("beta - mean"), "scaled too"),
+                             (_fold("plus"), "minus sign"), (_fold("scale only"), "pair")], _fold_blank),
+    "08.fused_epilogue": (_epilogue(), [(_epilogue("no wait"), "wait_flag(PIPE_MTE2, PIPE_FIX, slot)"),
+                                        (_epilogue("no set"), "set_flag(PIPE_FIX, PIPE_MTE2, slot)"),
+                                        (_epilogue("no bias"), "bias is missing"),
+                                        (_epilogue("no relu"), "ReLU is missing"),
+                                        (_epilogue("barrier"), "barrier")], _epilogue_blank),
+    "08.gm_bytes_saved": (4 * OUT_BYTES, [(2 * OUT_BYTES, "both round trips"), (OUT_BYTES, "written once either way"),
+                                          (4 * 16 * 128 * 56 * 56 * 2, "the stride is 2"),
+                                          (5 * OUT_BYTES, "5 - 1 = 4"), (str(4 * OUT_BYTES), "a number")], ...),
 }
 
 
@@ -323,7 +503,7 @@ def _checker(key: str):
 def test_enough_exercises_and_every_one_is_tested():
     assert len(REGISTRY) >= 8
     assert set(REGISTRY) == set(CASES), "every checker needs a case here (and every case a checker)"
-    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02", "03", "04", "05"}
+    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02", "03", "04", "05", "06", "07", "08"}
     assert any(ex.performance for ex in REGISTRY.values())
 
 

@@ -130,8 +130,9 @@ def ub_tile(tile):
                       hint="the tile must be a positive multiple of 16 elements.")
     _, reference = run_add(x, y, chip=chip, buffer_num=2, tile=reference_tile())
     return perf_verdict(trace.cycles, reference.cycles, f"TILE = {tile} fits UB and z = x + y",
-                        f"every copy pays a start-up of {chip.pipes.mte2_startup_cycles} cycles: a "
-                        f"bigger tile pays it fewer times. Use the largest tile that fits.")
+                        f"every tile pays fixed costs (instructions, flags, the vector start-up, "
+                        f"a wait for its copy's {chip.pipes.mte2_startup_cycles}-cycle start-up "
+                        f"latency): a bigger tile pays them fewer times. Use the largest tile that fits.")
 
 
 def _pipe_names(p: Pipe) -> set[str]:

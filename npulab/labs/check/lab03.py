@@ -113,8 +113,8 @@ def add_tiling_fn(fn):
         if tile < min(top, bf):
             return failed(f"for {case}: the tile is smaller than it needs to be",
                           expected=f"tile = min({top}, block_factor) = {min(top, bf)}", got=got,
-                          hint="every copy pays a start-up: take the largest tile that fits UB "
-                               "(no longer than the block).")
+                          hint="every tile pays fixed costs (instructions, flags, start-ups): take "
+                               "the largest tile that fits UB (no longer than the block).")
         x, y = ref.inputs(n, dt)
         try:
             z, _ = ref.run_add_tiling(t, x, y, chip=chip)
@@ -194,7 +194,7 @@ def row_tiling(fn):
         if rpt < want[2]:
             return failed(f"for {case}: tiles are smaller than UB allows", expected=expected, got=got,
                           hint="take as many whole rows as fit (no more than a block has): fewer, "
-                               "longer copies pay fewer start-ups.")
+                               "longer tiles pay the per-tile costs fewer times.")
         x, g = ref.row_inputs(rows, cols, dt)
         z, _ = ref.run_row_scale(t, x, g, chip=chip)
         if not np.array_equal(z, x * g):

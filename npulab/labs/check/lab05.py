@@ -152,7 +152,9 @@ def tiles_80(answer):
                       hint=("shrink the tiles of the buffer named: its demand is buffers x tile bytes."
                             if over else "tiles are multiples of 16, TILE_K a multiple of TILE_K0, "
                                          "buffers 1 or 2."))
-    row = bench.measure(t, ref.PERF_CHIP, full=False)
+    # in full: extrapolating from a few block tiles misjudges small tiles, whose L2 sharing
+    # over a short sampled run is not the whole run's (1-2 s at this size)
+    row = bench.measure(t, ref.PERF_CHIP, full=True)
     util, cycles, lb = row["utilization"], row["cycles"], row["lower_bound_cycles"]
     line = (f"{t.recipe()}: {cycles:,} cycles, lower bound {lb:,} (MACs / (cores x MACs a cycle)), "
             f"utilization {util:.1%}; target >= {target:.0%}")
@@ -162,8 +164,8 @@ def tiles_80(answer):
     if min(t.l1_buffers, t.l0_buffers, t.l0c_buffers) < 2:
         hint = "with one buffer, every copy waits for the cube and the cube for every copy: use 2 at every level."
     elif t.tile_k < 128:
-        hint = (f"TILE_K={t.tile_k}: each L1 step is a small GM copy paying MTE2's start-up; take a "
-                f"longer K per L1 copy (256 or 512).")
+        hint = (f"TILE_K={t.tile_k}: each L1 step is a small GM copy whose start-up latency the "
+                f"cube soon waits out; take a longer K per L1 copy (256 or 512).")
     elif t.tile_m * t.tile_n < 128 * 128:
         hint = ("each loaded byte of A is reused TILE_N times and of B TILE_M times: bigger block "
                 "tiles (128 x 256) cut the bytes per MAC.")
