@@ -18,6 +18,10 @@ from .errors import ChipFileError
 #: The on-chip buffers of one AI core, in the order the views draw them.
 BUFFERS = ("l1", "l0a", "l0b", "l0c", "ub")
 
+#: What a kernel declares it runs on (Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX_AIC_1_2):
+#: "aic" a cube kernel, "aiv" a vector-only kernel, "mix" one that uses both.
+CORE_TYPES = ("aic", "aiv", "mix")
+
 
 @dataclass(frozen=True)
 class CubeSpec:
@@ -115,9 +119,23 @@ class ChipSpec:
     def gm_bandwidth_gbs(self) -> float:
         return self.memory.gm_bytes_per_cycle * self.clock_ghz
 
-    def gm_share_bytes_per_cycle(self, active_cores: int) -> float:
-        """GM bandwidth one core gets when ``active_cores`` cores copy at once (an equal share)."""
-        return self.memory.gm_bytes_per_cycle / max(1, min(active_cores, self.ai_cores))
+    def cores_for(self, core_type: str = "aic") -> int:
+        """How many cores a kernel of ``core_type`` ("aic", "aiv" or "mix") has to run its blocks on.
+
+        On a coupled chip (910, 310) every core holds cube and vector, so every kernel runs on the
+        ``ai_cores``. On a split chip (910B class) a vector-only kernel ("aiv") runs on the
+        ``vector_cores`` (AIV: UB, vector and scalar units, no cube, no L1/L0); a cube or mixed
+        kernel ("aic", "mix") counts its blocks in AIC cores (``ai_cores``)."""
+        if core_type not in CORE_TYPES:
+            raise ValueError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
+        if self.arch == "split" and core_type == "aiv":
+            return self.vector_cores
+        return self.ai_cores
+
+    def gm_share_bytes_per_cycle(self, active_cores: int, core_type: str = "aic") -> float:
+        """GM bandwidth one core gets when ``active_cores`` cores of ``core_type`` copy at once
+        (an equal share)."""
+        return self.memory.gm_bytes_per_cycle / max(1, min(active_cores, self.cores_for(core_type)))
 
     def buffer_bytes(self, buffer: str) -> int:
         return getattr(self.buffers, buffer.lower())
@@ -194,6 +212,10 @@ def load_chip(path: str | Path) -> ChipSpec:
     for name in ("ai_cores", "clock_ghz", "issue_cycles", "event_ids"):
         if getattr(spec, name) <= 0:
             raise ChipFileError(f"{origin}: field '{name}' must be positive, got {getattr(spec, name)!r}")
+    if spec.arch == "split" and spec.vector_cores <= 0:
+        raise ChipFileError(f"{origin}: field 'vector_cores' must be positive on a split chip "
+                            f"(arch = \"split\": vector-only kernels run on the AIV cores), got "
+                            f"{spec.vector_cores!r}")
     if spec.event_ids > 8:
         raise ChipFileError(f"{origin}: field 'event_ids' must be at most 8 (ids 0-7), got {spec.event_ids}")
     for name in BUFFERS:

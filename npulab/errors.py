@@ -23,6 +23,10 @@ class AlignmentError(NpuError, ValueError):
     """An address or a length breaks a buffer's alignment rule."""
 
 
+class CoreTypeError(NpuError, ValueError):
+    """A kernel uses a unit or buffer its core type does not have (L1 or the cube on an AIV core)."""
+
+
 class BufferOverflowError(NpuError, MemoryError):
     """An allocation does not fit into an on-chip buffer."""
 

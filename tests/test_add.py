@@ -65,7 +65,7 @@ def test_tiling_fits_ub_and_covers_every_element():
                 assert 3 * bn * t.tile * 2 <= chip.buffers.ub             # 2 in + 1 out, bn slots each
                 assert t.tile * 2 % 32 == 0 and t.block_factor * 2 % 32 == 0
                 assert (t.block_dim - 1) * t.block_factor < n <= t.block_dim * t.block_factor
-                assert t.block_dim <= chip.ai_cores
+                assert t.block_dim <= chip.cores_for("aiv")      # Add is a vector kernel
 
 
 def test_double_buffering_keeps_mte2_busy_on_910():
@@ -117,7 +117,8 @@ def test_add_never_beats_the_gm_roofline(chip, cores):
     """Reads and writes of a core share its part of GM: bytes / cycles stays under the roof."""
     spec = npulab.get_chip(chip)
     if cores is not None:
-        spec = dataclasses.replace(spec, ai_cores=min(cores, spec.ai_cores))
+        spec = dataclasses.replace(spec, ai_cores=min(cores, spec.ai_cores),
+                                   vector_cores=min(cores, spec.vector_cores))
     x, y = _xy(300_000, np.float16)
     _, trace = run_add(x, y, chip=spec, mode="timing")
     s = trace.summary()

@@ -71,7 +71,7 @@ def activation_tiling(n: int, dtype, activation: str, chip="910", buffer_num: in
         raise ShapeError(f"{activation}: need at least one element, got {n}")
     per_block = BLOCK_BYTES // dt.itemsize
     wide = WIDENS[activation] and dt != F32
-    block_factor = _round_up(-(-n // chip.ai_cores), per_block)
+    block_factor = _round_up(-(-n // chip.cores_for("aiv")), per_block)
     block_dim = -(-n // block_factor)
     per_elem = 2 * buffer_num * dt.itemsize + (WORK_TILES[activation] + wide) * 4
     fit = (chip.buffers.ub - 8 * BLOCK_BYTES) // per_elem // per_block * per_block
@@ -179,5 +179,5 @@ def launch_activation(x: np.ndarray, t: ActivationTiling, chip="910", mode="func
     """Run an activation with a tiling the host made. Returns (y, trace)."""
     y = np.zeros_like(x)
     outs, trace = lang.launch(activation_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode)
+                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
     return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace

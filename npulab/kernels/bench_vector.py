@@ -5,7 +5,15 @@ Each row has the fields of :mod:`npulab.kernels.bench` (``op``, ``shape``, ``dty
 GM-bandwidth bound of a memory-bound op: the bytes it must read and write once (input, output,
 gamma and beta) over the chip's whole GM bandwidth. Also: ``vector_cycles`` and ``mte2_cycles``
 (busy cycles of the busiest core's vector pipe and GM-read pipe), so a row shows whether the
-vector unit or the copies bound the kernel, and ``meets_target`` (utilization >= 0.8).
+vector unit or the copies bound the kernel, ``meets_target`` (utilization >= 0.8), and
+``core_type`` / ``cores_used``: the kernels are vector-only (``core_type="aiv"``), so on the
+split 910b they run on its 48 AIV cores, on the coupled 910 on its 32 AI cores.
+
+The GELU rows: ``approximate="none"`` is the exact-erf form (the erf from a polynomial), and
+``approximate="tanh"`` is GELU as CANN computes it: ops-nn's Gelu kernel evaluates
+x / (1 + exp(-sqrt(8/pi) (x + 0.044715 x^3))), which is the tanh approximation
+0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) rewritten with exp; the kernel's
+``gelu_tanh`` is that formula.
 
 Everything runs in timing mode on the simulator's cost model as it stands; nothing here tunes
 the model. Why some rows miss the target (the vector passes a widened fp16 tile needs, the
@@ -29,7 +37,7 @@ TARGET = 0.8
 
 def _row(op, shape, dt, chip, tiling, trace, nbytes, seconds, **extra) -> dict:
     lb = nbytes / chip.memory.gm_bytes_per_cycle
-    busy = np.array([trace.busy_cycles(c) for c in range(min(chip.ai_cores, tiling.block_dim))])
+    busy = np.array([trace.busy_cycles(c) for c in range(len(trace.core_cycles))])
     core = int(np.argmax(busy.sum(axis=1)))
     vec, mte2 = int(busy[core, Pipe.V]), int(busy[core, Pipe.MTE2])
     util = lb / trace.cycles if trace.cycles else 0.0
@@ -37,12 +45,20 @@ def _row(op, shape, dt, chip, tiling, trace, nbytes, seconds, **extra) -> dict:
             "tiling": tiling.to_dict(), "cycles": int(trace.cycles), "lower_bound_cycles": int(round(lb)),
             "utilization": util, "vector_cycles": vec, "mte2_cycles": mte2,
             "bound_by": "vector" if vec > mte2 else "gm copies", "meets_target": util >= TARGET,
+            "core_type": trace.core_type, "cores_used": int(len(trace.core_cycles)),
             "sim_seconds": seconds, **extra}
 
 
-def bench_vector(chip="910", shape=BERT, dtypes=(np.float16, np.float32)) -> list[dict]:
-    """LayerNorm (with gamma and beta), Softmax (last axis) and GELU (erf, BERT's, and tanh) at
-    ``shape`` for each dtype, in timing mode. Returns JSON-ready rows."""
+GELU_FORMS = (("none", "gelu_erf", "x * Phi(x), Phi from erf (exact form)"),
+              ("tanh", "gelu_tanh", "x / (1 + exp(-sqrt(8/pi) * (x + 0.044715 x^3))) (CANN's Gelu)"))
+
+
+def bench_vector(chip=("910", "910b"), shape=BERT, dtypes=(np.float16, np.float32)) -> list[dict]:
+    """LayerNorm (with gamma and beta), Softmax (last axis) and GELU (erf, BERT's, and the tanh
+    form CANN computes) at ``shape`` for each dtype, in timing mode, on ``chip`` (a chip, or a
+    sequence of chips: by default the coupled 910 and the split 910b). Returns JSON-ready rows."""
+    if isinstance(chip, (list, tuple)):
+        return [r for c in chip for r in bench_vector(c, shape, dtypes)]
     chip = get_chip(chip)
     rows_out = []
     cols = shape[-1]
@@ -60,17 +76,18 @@ def bench_vector(chip="910", shape=BERT, dtypes=(np.float16, np.float32)) -> lis
         t = softmax_tiling(shape, dt, -1, chip)
         _, tr = launch_softmax(x, t, chip, "timing")
         rows_out.append(_row("SoftmaxV2", shape, dt, chip, t, tr, io, time.perf_counter() - t0))
-        for approximate, act in (("none", "gelu_erf"), ("tanh", "gelu_tanh")):
+        for approximate, act, formula in GELU_FORMS:
             t0 = time.perf_counter()
             t = activation_tiling(x.size, dt, act, chip)
             _, tr = launch_activation(x, t, chip, "timing")
             rows_out.append(_row("Gelu", shape, dt, chip, t, tr, io, time.perf_counter() - t0,
-                                 approximate=approximate))
+                                 approximate=approximate, formula=formula))
     return rows_out
 
 
 if __name__ == "__main__":     # pragma: no cover - a convenience for a quick look
     for r in bench_vector():
-        print(f"{r['op']:10s} {r.get('approximate', ''):5s} {r['dtype']:8s} cycles {r['cycles']:7d} "
-              f"bound {r['lower_bound_cycles']:6d} util {r['utilization']:.3f} vec {r['vector_cycles']:6d} "
-              f"mte2 {r['mte2_cycles']:6d} {r['bound_by']}")
+        print(f"{r['chip']:5s} {r['core_type']} x{r['cores_used']:<3d} {r['op']:10s} "
+              f"{r.get('approximate', ''):5s} {r['dtype']:8s} cycles {r['cycles']:7d} "
+              f"bound {r['lower_bound_cycles']:6d} util {r['utilization']:.3f} "
+              f"vec {r['vector_cycles']:6d} mte2 {r['mte2_cycles']:6d} {r['bound_by']}")

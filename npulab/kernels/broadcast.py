@@ -110,21 +110,21 @@ def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip="910", bu
     max_elems = free // per_elem // per_block * per_block
     if kind == "same" and len(dims) == 1:          # plain elementwise: split the run of elements
         total = cols
-        tile = min(max_elems, _round_up(-(-total // (chip.ai_cores * min_tiles)), per_block))
+        tile = min(max_elems, _round_up(-(-total // (chip.cores_for("aiv") * min_tiles)), per_block))
         items = -(-total // tile)
-        ipb = -(-items // chip.ai_cores)
+        ipb = -(-items // chip.cores_for("aiv"))
         return BroadcastTiling(op, dt.name, out, tuple(dims), swapped, kind, 1, total, 1, tile, tile,
                                items, ipb, -(-items // ipb), buffer_num)
     tile_cols = cols if _round_up(cols, per_block) <= max_elems // 2 else max_elems // 2
     row_stride = cols if tile_cols == cols else _round_up(tile_cols, per_block)
     outer = int(np.prod([d[0] for d in dims[:-2]])) if len(dims) > 2 else 1
     fit_rows = max(1, (max_elems - 2 * row_stride) // (row_stride + 1))
-    want = -(-(outer * rows) // (chip.ai_cores * min_tiles))
+    want = -(-(outer * rows) // (chip.cores_for("aiv") * min_tiles))
     tile_rows = max(1, min(rows, fit_rows, want if outer == 1 else rows))
     if tile_rows * row_stride + 2 * row_stride > max_elems:
         tile_rows = max(1, (max_elems - 2 * row_stride) // row_stride)
     items = outer * -(-rows // tile_rows) * -(-cols // tile_cols)
-    ipb = -(-items // chip.ai_cores)
+    ipb = -(-items // chip.cores_for("aiv"))
     return BroadcastTiling(op, dt.name, out, tuple(dims), swapped, kind, rows, cols, tile_rows,
                            tile_cols, row_stride, items, ipb, -(-items // ipb), buffer_num)
 
@@ -248,5 +248,6 @@ def launch_broadcast(x: np.ndarray, y: np.ndarray, t: BroadcastTiling, chip="910
         x, y = y, x
     z = np.zeros(t.out_shape, np.dtype(t.dtype))
     outs, trace = lang.launch(broadcast_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              np.ascontiguousarray(y).reshape(-1), z.reshape(-1), t, chip=chip, mode=mode)
+                              np.ascontiguousarray(y).reshape(-1), z.reshape(-1), t, chip=chip, mode=mode,
+                              core_type="aiv")
     return (outs[2].reshape(t.out_shape) if outs[2] is not None else None), trace

@@ -3,7 +3,8 @@
 What you learn here (lab 02 walks through it):
 
 * the host side splits N elements over the cores (``block_factor``) and each block into UB
-  tiles that fit 2 inputs + 1 output, ``buffer_num`` times each;
+  tiles that fit 2 inputs + 1 output, ``buffer_num`` times each; Add is a vector-only kernel,
+  launched with ``core_type="aiv"``, so on a split chip (the 910b) its cores are the AIV cores;
 * the kernel is CopyIn -> Compute -> CopyOut over queues; with ``buffer_num=2`` MTE2 copies
   tile i+1 while the vector unit adds tile i and MTE3 writes tile i-1;
 * tails: a block or a tile whose bytes are not a multiple of 32 moves with ``data_copy_pad``.
@@ -46,7 +47,8 @@ def _round_up(x: int, m: int) -> int:
 
 def add_tiling(n: int, dtype, chip: "ChipSpec | str" = "910", buffer_num: int = 2,
                tile: int | None = None) -> AddTiling:
-    """Split ``n`` elements over the chip's cores, then each block into UB tiles.
+    """Split ``n`` elements over the chip's vector cores (``chip.cores_for("aiv")``: the AI
+    cores of a coupled chip, the AIV cores of a split one), then each block into UB tiles.
 
     block_factor = ceil(n / cores) rounded up to a 32-byte block; the UB holds
     QUEUES_PER_TILE x buffer_num slots, so a tile is at most UB / (3 x buffer_num) bytes, and at
@@ -60,7 +62,7 @@ def add_tiling(n: int, dtype, chip: "ChipSpec | str" = "910", buffer_num: int = 
     if buffer_num < 1:
         raise ShapeError(f"add_tiling: buffer_num must be at least 1, got {buffer_num}")
     per_block = BLOCK_BYTES // dt.itemsize                 # elements in a 32-byte block
-    block_factor = _round_up(-(-n // chip.ai_cores), per_block)
+    block_factor = _round_up(-(-n // chip.cores_for("aiv")), per_block)
     block_dim = -(-n // block_factor)
     ub_tile = (chip.buffers.ub // (QUEUES_PER_TILE * buffer_num)) // BLOCK_BYTES * BLOCK_BYTES // dt.itemsize
     if tile is None:
@@ -141,7 +143,7 @@ def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip="910", mode
         return x.copy(), None
     z = np.zeros_like(x)
     (_, _, zout, _), trace = lang.launch(add_kernel, tiling.block_dim, x.reshape(-1), y.reshape(-1),
-                                         z.reshape(-1), tiling, chip=chip, mode=mode)
+                                         z.reshape(-1), tiling, chip=chip, mode=mode, core_type="aiv")
     out = zout.reshape(x.shape) if zout is not None else None
     return out, trace
 

@@ -83,7 +83,7 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
         raise ShapeError(f"{what}: need at least one row and one column, got rows={rows}, cols={cols}")
     if buffer_num < 1:
         raise ShapeError(f"{what}: buffer_num must be at least 1, got {buffer_num}")
-    block_factor = -(-rows // chip.ai_cores)
+    block_factor = -(-rows // chip.cores_for("aiv"))
     block_dim = -(-rows // block_factor)
     per_row = 2 * buffer_num * cols * dt.itemsize + work_rows * cols * F32.itemsize + stats * 4
     slack = (2 * buffer_num + work_rows + 4) * BLOCK_BYTES      # 32-byte rounding of each buffer
@@ -293,7 +293,7 @@ def _run_rows(kernel, x, params, t: RowTiling, chip, mode, *extra):
     y = np.zeros_like(x)
     flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in params]
     args = [np.ascontiguousarray(x).reshape(-1), *flat, y.reshape(-1), t, *extra]
-    outs, trace = lang.launch(kernel, t.block_dim, *args, chip=chip, mode=mode)
+    outs, trace = lang.launch(kernel, t.block_dim, *args, chip=chip, mode=mode, core_type="aiv")
     out = outs[1 + len(params)]
     return (out.reshape(x.shape) if out is not None else None), trace
 
@@ -389,7 +389,7 @@ def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip="910", buffer_num: in
     tile_hw = hw if tile_c * hw_al <= elems else max(per_block, (elems // tile_c) // per_block * per_block)
     row_stride = _round_up(tile_hw, per_block)
     items = n * -(-c // tile_c) * -(-hw // tile_hw)
-    ipb = -(-items // chip.ai_cores)
+    ipb = -(-items // chip.cores_for("aiv"))
     return BatchNormTiling(n, c, hw, dt.name, tile_c, tile_hw, row_stride, items, ipb,
                            -(-items // ipb), buffer_num)
 
@@ -506,5 +506,5 @@ def launch_batch_norm(x, mean, var, weight, bias, t: BatchNormTiling, eps: float
     y = np.zeros_like(x)
     flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in (mean, var, weight, bias)]
     outs, trace = lang.launch(batch_norm_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), *flat,
-                              y.reshape(-1), t, float(eps), chip=chip, mode=mode)
+                              y.reshape(-1), t, float(eps), chip=chip, mode=mode, core_type="aiv")
     return (outs[5].reshape(x.shape) if outs[5] is not None else None), trace

@@ -126,7 +126,7 @@ def pool_tiling(mode: str, shape, dtype, kernel_size, stride=None, padding=0, di
                          f"{chip.buffers.ub:,} B; npulab's pooling kernel holds a whole plane. "
                          f"Use a smaller plane or a chip with a larger UB.")
     planes = n * c
-    ppb = -(-planes // chip.ai_cores)
+    ppb = -(-planes // chip.cores_for("aiv"))
     return PoolTiling(mode, n, c, h, w, (kh, kw), (sh, sw), (ph, pw), (dh, dw), bool(ceil_mode),
                       bool(count_include_pad), float(scale), dt.name, oh, ow, pad_left, row_stride,
                       rows, const_div, ppb, -(-planes // ppb), buffer_num)
@@ -295,5 +295,5 @@ def launch_pool(x: np.ndarray, t: PoolTiling, chip="910", mode="functional"):
     offsets, scales = assist_tables(t)
     y = np.zeros((t.n, t.c, t.oh, t.ow), x.dtype)
     outs, trace = lang.launch(pool_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), offsets,
-                              scales, y.reshape(-1), t, chip=chip, mode=mode)
+                              scales, y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
     return (outs[3].reshape(y.shape) if outs[3] is not None else None), trace

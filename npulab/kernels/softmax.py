@@ -93,7 +93,7 @@ def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip="910", buffer_
     tile_inner = inner if inner_al <= fit else fit
     row_stride = _round_up(tile_inner, per_block)
     items = outer * -(-inner // tile_inner)
-    ipb = -(-items // chip.ai_cores)
+    ipb = -(-items // chip.cores_for("aiv"))
     return SoftmaxRATiling(outer, r, inner, dt.name, tile_inner, row_stride, items, ipb, -(-items // ipb), buffer_num)
 
 
@@ -191,5 +191,5 @@ def launch_softmax(x: np.ndarray, t, chip="910", mode="functional"):
         return _run_rows(softmax_ar_kernel, x, [], t, chip, mode)
     y = np.zeros_like(x)
     outs, trace = lang.launch(softmax_ra_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode)
+                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
     return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace

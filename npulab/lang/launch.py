@@ -3,6 +3,11 @@
 ``launch`` runs the kernel body once per block, on core ``block_idx % cores``, collecting each
 core's instruction stream; then schedules the streams, checks races, and returns the GM
 arguments after the run with the Trace.
+
+A kernel declares what it runs on, as Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX do:
+``core_type="aiv"`` for a vector-only kernel, ``"aic"`` (the default) for a cube kernel,
+``"mix"`` for one that uses both. ``cores`` is ``chip.cores_for(core_type)``: on a split chip
+(910B class) a vector kernel runs on the 48 AIV cores, not the 24 AIC cores.
 """
 from __future__ import annotations
 
@@ -23,20 +28,21 @@ class LaunchResult(NamedTuple):
 
 def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-           scheduler: str = "cython") -> LaunchResult:
+           scheduler: str = "cython", core_type: str = "aic") -> LaunchResult:
     """Run ``kernel(*args)`` on ``block_dim`` blocks.
 
     args: numpy arrays become GM tensors (copies: your arrays are never written) named
     ``arg0``, ``arg1``, ...; GlobalTensors are used as they are; anything else (a tiling
     struct) is passed through. mode: "functional" computes every tile with numpy, "timing"
-    only times. check_races defaults to on in functional mode.
+    only times. check_races defaults to on in functional mode. core_type: "aic", "aiv" or
+    "mix" (see the module docstring); an "aiv" kernel has only the UB of the on-chip buffers.
     """
     if not callable(kernel):
         raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
         raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
-                 scheduler_name=scheduler)
+                 scheduler_name=scheduler, core_type=core_type)
     gm_args = []
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):

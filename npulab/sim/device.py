@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..chips import ChipSpec, get_chip
-from ..errors import DeadlockError, InstructionBudgetError, RaceError
+from ..chips import CORE_TYPES, ChipSpec, get_chip
+from ..errors import CoreTypeError, DeadlockError, InstructionBudgetError, RaceError
 from . import races
 from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
@@ -34,15 +34,39 @@ def scheduler(name: str = "cython"):
     raise ValueError(f"scheduler must be 'cython' or 'python', got {name!r}")
 
 
+class _AivBuffers(dict):
+    """The buffers of a core in a ``core_type="aiv"`` launch. An AIV core has only the UB; the
+    other buffers stay in the dict, never used, so that logs, traces and views have the same
+    shape for every launch, but asking for one by name (every cube-path tensor starts with
+    ``init_buffer`` of an L1 or L0 queue: load_data, mmad and fixpipe take those) is the error.
+    The check runs once per ``init_buffer``, never on the per-instruction path."""
+
+    def __init__(self, items, where: str):
+        super().__init__(items)
+        self.where = where
+
+    def __getitem__(self, name):
+        if name != "UB":
+            raise CoreTypeError(
+                f"{self.where}: buffer {name} does not exist on an AIV core (core_type='aiv'): a "
+                f"vector-only kernel has the UB, the vector and scalar units and MTE2/MTE3, but no "
+                f"L1, L0A, L0B, L0C and no cube. Launch a kernel that uses {name} with "
+                f"core_type='aic' or 'mix'.")
+        return dict.__getitem__(self, name)
+
+
 class Core:
-    """One AI core: its buffers and its instruction stream (columns, program order)."""
+    """One AI core (or, in a ``core_type="aiv"`` launch, one vector core): its buffers and its
+    instruction stream (columns, program order)."""
 
     def __init__(self, device: "Device", index: int):
         self.device, self.index = device, index
         chip = device.chip
         functional = device.functional
-        self.buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
-                        for name in BUFFER_NAMES}
+        buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
+                   for name in BUFFER_NAMES}
+        self.buffers = _AivBuffers(buffers, f"core {index} of chip '{chip.name}'") \
+            if device.core_type == "aiv" else buffers
         self.pipe: list[int] = []
         self.kind: list[int] = []
         self.op: list[int] = []
@@ -160,20 +184,29 @@ class Core:
 
 
 class Device:
-    """A chip prepared for one launch of ``block_dim`` blocks."""
+    """A chip prepared for one launch of ``block_dim`` blocks of a kernel of ``core_type``.
+
+    core_type: "aic" (the default: cube kernels, and every kernel before core types existed),
+    "aiv" (vector-only) or "mix". The blocks run on ``chip.cores_for(core_type)`` cores: on a
+    split chip (910B class) an "aiv" kernel gets the AIV cores, on a coupled chip every kernel
+    gets the AI cores. An "aiv" core has only the UB of the on-chip buffers.
+    """
 
     def __init__(self, chip: ChipSpec | str = "910", mode: str = "functional", block_dim: int = 1,
                  budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-                 scheduler_name: str = "cython"):
+                 scheduler_name: str = "cython", core_type: str = "aic"):
         self.chip = get_chip(chip)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if block_dim < 1:
             raise ValueError(f"block_dim must be at least 1, got {block_dim}")
+        if core_type not in CORE_TYPES:
+            raise ValueError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
         self.mode = mode
         self.functional = mode == "functional"
         self.block_dim = block_dim
-        self.active_cores = min(block_dim, self.chip.ai_cores)
+        self.core_type = core_type
+        self.active_cores = min(block_dim, self.chip.cores_for(core_type))
         self.budget = budget
         self.check_races = self.functional if check_races is None else check_races
         self.scheduler_name = scheduler_name
@@ -184,7 +217,7 @@ class Device:
                             Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),
                             Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
                             Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
-        self._gm_share = self.chip.gm_share_bytes_per_cycle(self.active_cores)
+        self._gm_share = self.chip.gm_share_bytes_per_cycle(self.active_cores, core_type)
         self.cores = [Core(self, c) for c in range(self.active_cores)]
         self.gm = GmTraffic(self)           # every GM copy, settled at finish (sim/gm.py)
         self.gm_stats = None

@@ -3,7 +3,8 @@
 Every copy that reads or writes GM is recorded here when it is issued, and its duration is
 settled when the launch finishes, because what one copy costs depends on all the others:
 
-* **Cores share GM.** With ``a`` cores active, each core gets ``gm_bytes_per_cycle / a``.
+* **Cores share GM.** With ``a`` cores active, each core gets ``gm_bytes_per_cycle / a`` (the
+  cores of the launch: AIV cores for a vector-only kernel on a split chip, see ``cores_for``).
 * **A core's reads and writes share its part.** Reads (MTE2) and writes (MTE3, FixPipe) of one
   core split the core's share in proportion to the bytes each direction moves over the whole
   launch. A streaming kernel such as Add therefore reaches the GM roofline and never passes
@@ -87,7 +88,7 @@ class GmTraffic:
             read_bytes[read[1]] += h
         for ci, _, _, nbytes in self.writes:
             write_bytes[ci] += nbytes
-        share = chip.gm_share_bytes_per_cycle(dev.active_cores)
+        share = chip.gm_share_bytes_per_cycle(dev.active_cores, dev.core_type)
         l2_share = max(share, chip.memory.l2_bytes_per_cycle / dev.active_cores)
         p = chip.pipes
         rates = {Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),

@@ -47,12 +47,15 @@ def _allocations(logs) -> list[Allocation]:
 
 class Trace:
     def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities,
-                 gm_stats: dict | None = None):
+                 gm_stats: dict | None = None, core_type: str = "aic"):
         """allocations: a list of :class:`Allocation`, or a callable returning one (built on
-        first use of :attr:`allocations`: most runs, a timing-only search for one, never look)."""
+        first use of :attr:`allocations`: most runs, a timing-only search for one, never look).
+        core_type: what the kernel was launched as ("aic", "aiv" or "mix", see
+        :meth:`~npulab.chips.ChipSpec.cores_for`)."""
         self.chip = chip
         self.mode = mode
         self.block_dim = block_dim
+        self.core_type = core_type
         for k, v in columns.items():
             setattr(self, k, v)
         self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
@@ -99,7 +102,7 @@ class Trace:
         columns["route"] = routes
         capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
         return cls(device.chip, device.mode, device.block_dim, columns, core_cycles,
-                   lambda: _allocations(logs), capacities, device.gm_stats)
+                   lambda: _allocations(logs), capacities, device.gm_stats, device.core_type)
 
     # -- figures ----------------------------------------------------------------------------
     @property
@@ -156,6 +159,7 @@ class Trace:
             "chip": self.chip.name,
             "mode": self.mode,
             "block_dim": self.block_dim,
+            "core_type": self.core_type,
             "cores_used": int(len(self.core_cycles)),
             "instructions": int(len(self)),
             "cycles": self.cycles,
@@ -180,6 +184,9 @@ class Trace:
         s = self.summary()
         rows = [("chip", s["chip"]), ("cycles", f"{s['cycles']:,}"), ("time", f"{s['time_us']:.2f} us"),
                 ("cores used", s["cores_used"]), ("instructions", f"{s['instructions']:,}")]
+        if self.chip.arch == "split":     # on a coupled chip every kernel runs on the same AI cores
+            kind = {"aiv": "AIV (vector cores)", "aic": "AIC (cube cores)", "mix": "MIX (AIC cores)"}
+            rows.insert(4, ("core type", kind[s["core_type"]]))
         rows += [(name, f"{s[name]:.1%}") for name in RATIO_NAMES.values()]
         rows += [(f"bytes {r}", f"{b:,}") for r, b in s["bytes"].items()]
         rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ")]
@@ -221,7 +228,8 @@ class Trace:
         """Write Chrome trace JSON (open it in Perfetto or chrome://tracing)."""
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": self.chrome_events(), "displayTimeUnit": "ns",
-                       "otherData": {"chip": self.chip.name, "clock_ghz": self.chip.clock_ghz}}, f)
+                       "otherData": {"chip": self.chip.name, "clock_ghz": self.chip.clock_ghz,
+                                     "core_type": self.core_type}}, f)
 
     # -- occupancy --------------------------------------------------------------------------
     def occupancy(self, core: int, buffer: str, t: int) -> int:
