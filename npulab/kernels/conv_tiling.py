@@ -446,15 +446,19 @@ def busiest_block(t: ConvTiling) -> int:
 def estimate_cycles(t: ConvTiling, chip) -> float:
     """A quick analytic estimate of the kernel's cycles (ranks tilings before the search).
 
-    Three bounds on the busiest core, the largest wins, plus filling the pipeline (the first
-    step's copies) and draining it (the last tile's FixPipe):
+    A copy occupies its pipe for bytes / rate and is then in flight for the pipe's start-up
+    latency (:mod:`npulab.sim.gm`, :mod:`npulab.sim.timeline`): back-to-back copies overlap
+    their start-ups, so no occupancy below has a start-up term (as in
+    :func:`npulab.kernels.autotune.estimate_cycles`). On the busiest core:
 
-    * compute: per L1 step of each of its block tiles the busier of cube (mmads with start-up),
-      MTE1 (img2col and weight loads) and MTE2 (that step's copies);
-    * MTE2: copy start-ups, every byte at the MTE2 rate or, for the HBM part of a read, at the
-      core's read share of HBM (:mod:`npulab.sim.gm`: the reads of a range by several cores
-      share one fetch; a core's reads and writes split its share of HBM);
-    * FixPipe: start-ups and the core's (read + write) HBM bytes / its share."""
+    * per L1 step the slowest of the cube (mmads, each with its start-up), MTE1 (img2col and
+      weight loads), MTE2 (that step's bytes at the MTE2 rate, or its HBM part at the core's
+      read share: the reads of a range by several cores share one fetch, a core's reads and
+      writes split its share of HBM) and the round trip of an L1 slot (copy, latency, compute,
+      over ``l1_buffers``);
+    * FixPipe: the core's writes at its write share;
+    * filling the pipeline (the first step's copy and its latency) and draining it (the last
+      tile's FixPipe write and its latency)."""
     chip = get_chip(chip)
     c0, item = t.c0, t.np_dtype.itemsize
     p, cube = chip.pipes, chip.cube
@@ -470,50 +474,55 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
         map_readers, team = t.columns, t.block_dim // t.columns
     else:
         map_readers, team = max(1, min(t.n_loops, active)), max(1, active // max(1, t.columns))
-    w_col = t.k * F.round_up(t.tile_n, 16) * item
-    compute, dmas, first, map_bytes, w_bytes, writes = 0.0, 0, None, 0, 0, 0
+    steps, tiles = [], []                          # (cube, mte1, map bytes, weight bytes)
     cols_seen = set()
-    last, first_tile, last_tile = None, None, 0.0
     for grp, m_off, m, n_idx, n in work:
-        tile_compute = 0.0
         boxes, c1_elems = slab_boxes(t.geom, t.batch, m_off, m, c0)
         m1, n16 = -(-m // 16), F.round_up(n, 16)
         new_col = (grp, n_idx) not in cols_seen
         cols_seen.add((grp, n_idx))
+        first_step = len(steps)
         for c1_lo in range(0, t.c1, t.c1_step):
             cs = min(t.c1_step, t.c1 - c1_lo)
             kc = cs * taps * c0
             ks = [min(t.tile_k0, kc - k) for k in range(0, kc, t.tile_k0)]
             cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // c0) * per_step for kk in ks)
-            m1e = len(ks) * 2 * p.mte1_startup_cycles + (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
+            mte1 = (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
+            l0_trip = (mte1 + len(ks) * p.mte1_startup_cycles + cu) / t.l0_buffers
             wload = (not t.w_resident) or new_col
-            d = len(map_copies(t, boxes, cs, c1_elems)) + (1 if wload else 0)
-            nb_map, nb_w = cs * c1_elems * item, (kc * n16 * item if wload else 0)
-            m2 = d * p.mte2_startup_cycles + (nb_map + nb_w) / p.mte2_bytes_per_cycle
-            if first is None:
-                first = m2
-            compute += max(cu, m1e, m2)
-            tile_compute += max(cu, m1e)
-            dmas += d
-            map_bytes += nb_map
-            w_bytes += nb_w
-        writes += m * n * out_item
-        last, last_tile = (m, n), tile_compute
-        if first_tile is None:
-            first_tile = tile_compute
-    # HBM: a map range is fetched once for its readers, a weight window once for its team
-    hbm_reads = map_bytes / map_readers + (w_col / team if t.w_resident else w_bytes / max(1, len(work) * team))
-    hbm_total = (hbm_reads + writes) / share
+            steps.append((max(cu, l0_trip), mte1, cs * c1_elems * item, kc * n16 * item if wload else 0))
+        tiles.append((first_step, len(steps), m * n * out_item))
+    map_bytes = sum(s[2] for s in steps)
+    w_bytes = sum(s[3] for s in steps)
+    writes = sum(x[2] for x in tiles)
+    # HBM: a map range is fetched once for its readers; a column's weights once for the
+    # cores of its team (L2 serves a core's and its team's repeats of the same window)
+    w_col = t.k * F.round_up(t.tile_n, 16) * item
+    w_hbm = min(w_bytes, len(cols_seen) * w_col / team)
+    w_frac = w_hbm / max(1, w_bytes)
+    hbm_reads = map_bytes / map_readers + w_hbm
     read_share = share * hbm_reads / max(1.0, hbm_reads + writes)
     write_share = share * writes / max(1.0, hbm_reads + writes)
-    mte2 = (dmas * p.mte2_startup_cycles + max(map_bytes / p.mte2_bytes_per_cycle,
-                                               map_bytes / map_readers / max(1e-9, read_share))
-            + w_bytes / p.mte2_bytes_per_cycle)
-    fix = hbm_total + len(work) * p.fix_startup_cycles
-    drain = p.fix_startup_cycles + last[0] * last[1] * out_item / min(p.fix_bytes_per_cycle, write_share)
+
+    def m2(s):
+        nb = s[2] + s[3]
+        hb = s[2] / map_readers + s[3] * w_frac
+        return max(nb / p.mte2_bytes_per_cycle, hb / max(1e-9, read_share))
+
+    lat2 = p.mte2_startup_cycles
+    compute = sum(max(s[0], s[1], m2(s), (m2(s) + lat2 + s[0]) / t.l1_buffers) for s in steps)
+    first = m2(steps[0]) + lat2
+    wrate = min(p.fix_bytes_per_cycle, write_share)
+    fix = writes / wrate
+    f0, f1, _ = tiles[0]
+    first_tile = sum(s[0] for s in steps[f0:f1])
+    l0, l1, last_w = tiles[-1]
+    last_tile = sum(s[0] for s in steps[l0:l1])
+    drain = p.fix_startup_cycles + last_w / wrate
+    mte2 = sum(m2(s) for s in steps)
     # each bound with the part of the pipeline it cannot overlap: the cube and MTE2 wait for
     # the last write; FixPipe starts when the first tile is done
-    return max(first + compute + drain, mte2 + last_tile + drain, first + first_tile + fix)
+    return max(first + compute + drain, lat2 + mte2 + last_tile + drain, first + first_tile + fix)
 
 
 def _steps(c1: int) -> list[int]:
@@ -596,7 +605,7 @@ def candidates(t: ConvTiling, chip):
 #: (ramp, taper) pairs the teams candidates try
 TAPERS = ((0, 0), (0, 2), (1, 0), (1, 2), (2, 4))
 #: tilings simulated per search (the best estimates, and the best of each schedule)
-SEARCH_LIMIT = 8
+SEARCH_LIMIT = 10
 #: below this estimate (cycles) the default tiling trusts the estimate and simulates nothing
 SEARCH_MIN_CYCLES = 20000
 _SEARCHED: dict = {}
@@ -614,7 +623,8 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
 
     Every candidate of :func:`candidates` is ranked by :func:`estimate_cycles`. When
     ``search`` (default: when the best estimate passes ``SEARCH_MIN_CYCLES``, i.e. a layer
-    worth tuning) the ``SEARCH_LIMIT`` best, plus the best of each schedule, are simulated in
+    worth tuning) the ``SEARCH_LIMIT`` best, plus the best of each schedule with weights resident
+    and streamed, are simulated in
     timing mode (no operand data) and the fewest simulated cycles win: the estimate ranks,
     the simulator decides. Results are kept in memory per (chip, problem). Cyclic tilings
     take the swizzle of the matmul templates' :func:`~npulab.kernels.matmul_tiling.best_swizzle`."""
@@ -636,8 +646,8 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
     if search or (search is None and scored[0][0] > SEARCH_MIN_CYCLES):
         from .conv import simulate
         pick = scored[:SEARCH_LIMIT]
-        for sched in ("cyclic", "teams"):
-            top = next((s for s in scored if s[2].schedule == sched), None)
+        for kind in (("cyclic", True), ("cyclic", False), ("teams", True), ("teams", False)):
+            top = next((s for s in scored if (s[2].schedule, s[2].w_resident) == kind), None)
             if top is not None and top not in pick:
                 pick.append(top)
         sims = [(simulate(c, chip).cycles, i, c) for _, i, c in pick]
