@@ -72,7 +72,8 @@ def _bench(args) -> int:
         else:
             for r in rows:
                 shape = "x".join(map(str, r["shape"])) if "shape" in r else ""
-                op = r["op"] + (f" ({r['formula'].split()[0]})" if r.get("formula") else "")
+                op = r["op"] + (f" ({'erf' if r['approximate'] == 'none' else r['approximate']})"
+                                 if r.get("approximate") else "")
                 print(f"{op:<16} {shape:<18} {r.get('dtype', ''):<8} {r.get('chip', ''):<5} "
                       f"{r['tiling'] if isinstance(r.get('tiling'), str) else '':<10} {r.get('cycles', 0):>12,} cycles  "
                       f"utilization {r.get('utilization', 0):.1%}"
