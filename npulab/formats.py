@@ -149,6 +149,40 @@ def unpack_into_numpy(z: np.ndarray, out: np.ndarray, fr: int, fc: int, col_orde
     return out
 
 
+
+def nz_window_into_numpy(src: np.ndarray, src_rows: int, c0: int, s_r0: int, s_c0: int, rows: int,
+                         cols: int, transpose: bool, dst: np.ndarray, fr: int, fc: int,
+                         col_inner: bool) -> np.ndarray:
+    """What ``load_data`` does to the bytes: take the window of the matrix S held in NZ in
+    ``src`` (``src_rows`` padded rows, C0 = ``c0``), rows s_r0.., columns s_c0.., as the operand
+    op = window (rows, cols), or window transposed when ``transpose``; write op into ``dst``
+    as fr x fc fractals in row-major order, each row-major (ZZ, L0A) or column-major when
+    ``col_inner`` (ZN, L0B), zero padding."""
+    s_rows, s_cols = (cols, rows) if transpose else (rows, cols)
+    c1a, c1b = s_c0 // c0, ceil_div(s_c0 + s_cols, c0)
+    if s_r0 < 0 or s_c0 < 0 or s_r0 + s_rows > src_rows or src_rows % FRACTAL_ROWS \
+            or c1b * src_rows * c0 > src.size:
+        raise ShapeError(f"nz_window_into: the window ({s_r0}+{s_rows}, {s_c0}+{s_cols}) is outside "
+                         f"the NZ source ({src_rows} rows, {src.size} elements)")
+    nz = src.reshape(-1)[c1a * src_rows * c0: c1b * src_rows * c0].reshape(c1b - c1a, src_rows, c0)
+    window = nz[:, s_r0:s_r0 + s_rows, :].transpose(1, 0, 2).reshape(s_rows, (c1b - c1a) * c0)
+    window = window[:, s_c0 - c1a * c0: s_c0 - c1a * c0 + s_cols]
+    return pack_into_numpy(window.T if transpose else window, dst, fr, fc, False, col_inner)
+
+
+def unpack_f16_to_f32_numpy(z: np.ndarray, out: np.ndarray, fr: int, fc: int, col_order: bool,
+                            col_inner: bool = False) -> np.ndarray:
+    """Unpack float16 fractals into the float32 matrix ``out`` (rows, cols), widening exactly:
+    :func:`unpack_into_numpy` followed by a cast."""
+    if z.dtype != np.float16 or out.dtype != np.float32:
+        raise ShapeError(f"unpack_f16_to_f32: expected float16 fractals into float32, got "
+                         f"{z.dtype} into {out.dtype}")
+    narrow = np.empty(out.shape, dtype=np.float16)
+    unpack_into_numpy(z, narrow, fr, fc, col_order, col_inner)
+    out[...] = narrow
+    return out
+
+
 try:                                        # the Cython twins, when built
     from . import _formats as _fast
 except ImportError:                         # pragma: no cover - a source tree without the build
@@ -196,6 +230,73 @@ def unpack_into(z: np.ndarray, out: np.ndarray, fr: int, fc: int, col_order: boo
         except ValueError as exc:           # the Cython twin's checks, as the error this module raises
             raise ShapeError(str(exc)) from None
     return unpack_into_numpy(z, out, fr, fc, col_order, col_inner)
+
+
+
+def nz_window_into(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst, fr, fc, col_inner):
+    """:func:`nz_window_into_numpy`, in Cython when built."""
+    if _fast is not None:
+        try:
+            return _fast.nz_window_into(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst,
+                                        fr, fc, col_inner)
+        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
+            raise ShapeError(str(exc)) from None
+    return nz_window_into_numpy(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst, fr, fc,
+                                col_inner)
+
+
+def unpack_f16_to_f32(z, out, fr, fc, col_order, col_inner=False):
+    """:func:`unpack_f16_to_f32_numpy`, in Cython when built."""
+    if _fast is not None:
+        try:
+            return _fast.unpack_f16_to_f32(z, out, fr, fc, col_order, col_inner)
+        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
+            raise ShapeError(str(exc)) from None
+    return unpack_f16_to_f32_numpy(z, out, fr, fc, col_order, col_inner)
+
+
+def nz_window_buffers(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows, cols,
+                      transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner) -> None:
+    """:func:`nz_window_into` between two buffers' byte arrays (``load_data``'s move): the
+    source is ``src_len`` elements of ``item`` bytes from byte ``src_off``, the destination
+    ``dst_len`` elements from byte ``dst_off``."""
+    if _fast is not None:
+        try:
+            return _fast.nz_window_raw(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows,
+                                       cols, transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner)
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
+    word = np.dtype(f"u{item}")
+    nz_window_into_numpy(src_buf[src_off:src_off + src_len * item].view(word), src_rows, c0, s_r0, s_c0,
+                         rows, cols, transpose, dst_buf[dst_off:dst_off + dst_len * item].view(word),
+                         fr, fc, col_inner)
+
+
+def unpack_f16_buffer(buf, offset, out, row0, rows, col0, cols, fr, fc, col_order, col_inner) -> None:
+    """:func:`unpack_f16_to_f32` of the float16 fractals from byte ``offset`` of a buffer's
+    byte array into rows ``row0 ..`` and columns ``col0 ..`` of the float32 matrix ``out``
+    (what ``mmad`` reads out of L0A / L0B)."""
+    if _fast is not None:
+        try:
+            return _fast.unpack_f16_to_f32_raw(buf, offset, out, row0, rows, col0, cols, fr, fc,
+                                               col_order, col_inner)
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
+    n = ceil_div(rows, fr) * ceil_div(cols, fc) * fr * fc
+    unpack_f16_to_f32_numpy(buf[offset:offset + 2 * n].view(np.float16),
+                            out[row0:row0 + rows, col0:col0 + cols], fr, fc, col_order, col_inner)
+
+
+def drain_nz_f32_to_f16(z, m, n, out, bias, relu) -> bool:
+    """FixPipe's fp32 -> fp16 drain of an NZ result in one pass (+ bias, ReLU, round to nearest
+    even) when the Cython build and the CPU's F16C can do it; False when not (drain with numpy,
+    which gives the same bytes)."""
+    if _fast is None:
+        return False
+    try:
+        return _fast.drain_nz_f32_to_f16(z, m, n, out, bias, relu)
+    except ValueError as exc:
+        raise ShapeError(str(exc)) from None
 
 
 # -- the named formats ------------------------------------------------------------------------

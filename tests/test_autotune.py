@@ -101,3 +101,19 @@ def test_corrupt_or_foreign_cache_is_ignored(cache_file):
 def test_lower_bound():
     assert autotune.lower_bound_cycles((4096, 4096, 4096), np.float16, "910") == 4096 ** 3 / (32 * 4096)
     assert autotune.lower_bound_cycles((4096, 4096, 4096), np.int8, "910") == 4096 ** 3 / (32 * 8192)
+
+
+def test_functional_bench_row_compares_with_numpy_on_both_thread_settings():
+    """The functional row of `npulab bench kernels` (run small here): the simulator's product
+    equals numpy's float32 one to fp32 rounding, and both ratios are measured."""
+    from npulab.kernels import bench
+    row = bench.functional_vs_numpy(shape=(48, 80, 64), repeat=1)
+    assert row["mode"] == "functional" and list(row["shape"])[-3:] == [48, 80, 64]
+    # C is fp16: the error is the output rounding, half an ulp of |c| <= 32 (2^-6)
+    assert row["max_abs_err"] <= 2.0 ** -6
+    assert row["sim_seconds"] > 0 and row["numpy_seconds"] > 0
+    assert row["vs_numpy_ratio"] == pytest.approx(row["sim_seconds"] / row["numpy_seconds"])
+    assert row["meets_target"] == (row["vs_numpy_ratio"] <= row["target_ratio"])
+    one = row["one_thread"]
+    assert one is not None and one["vs_numpy_ratio"] == pytest.approx(one["sim_seconds"] / one["numpy_seconds"])
+    assert row["blas_threads"] is None or row["blas_threads"] >= 1

@@ -131,3 +131,124 @@ def test_bad_input_names_the_rule():
         F.nz_to_nd(F.nd_to_nz(np.zeros((4, 4), np.float16)), 17, 4)
     with pytest.raises(ShapeError, match="17 channels asked"):
         F.nc1hwc0_to_nchw(F.nchw_to_nc1hwc0(np.zeros((1, 3, 1, 1), np.float16)), 17)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), s_rows=st.integers(1, 50), s_cols=st.integers(1, 70),
+       r0=st.integers(0, 20), c0_off=st.integers(0, 40), transpose=st.booleans(), zz=st.booleans())
+def test_load_window_twins_agree_with_the_spec(dtype, s_rows, s_cols, r0, c0_off, transpose, zz):
+    """load_data's one-pass move (L1 NZ window -> ZZ or ZN fractals) against the readable spec:
+    the ND window cut out of the matrix, transposed if asked, packed with pack_numpy."""
+    full_rows = r0 + s_rows + 3
+    full_cols = c0_off + s_cols + 5
+    s = _rand((full_rows, full_cols), dtype, s_rows * 7 + s_cols)
+    c0 = F.c0_of(dtype)
+    src_rows = F.round_up(full_rows, 16)
+    nz = F.pack_numpy(s, 16, c0, True, False).reshape(-1)          # S in NZ, as L1 holds it
+    window = s[r0:r0 + s_rows, c0_off:c0_off + s_cols]
+    op = window.T if transpose else window
+    fr, fc = (16, c0) if zz else (c0, 16)
+    spec = F.pack_numpy(np.ascontiguousarray(op), fr, fc, False, not zz).reshape(-1)
+    rows, cols = op.shape
+    for fn in (C.nz_window_into, F.nz_window_into_numpy):
+        dst = np.full(spec.size, 3, dtype=dtype)
+        fn(nz, src_rows, c0, r0, c0_off, rows, cols, transpose, dst, fr, fc, not zz)
+        np.testing.assert_array_equal(dst, spec)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=dims, cols=dims, col_order=st.booleans(), col_inner=st.booleans(), pad=st.integers(0, 9))
+def test_widening_unpack_twins_agree(rows, cols, col_order, col_inner, pad):
+    """The mmad numerics read fp16 fractals straight into fp32 (the widening is exact)."""
+    x = _rand((rows, cols), np.float16, rows + 31 * cols)
+    z = F.pack_numpy(x, 16, 16, col_order, col_inner)
+    for fn in (C.unpack_f16_to_f32, F.unpack_f16_to_f32_numpy):
+        big = np.full((rows, cols + pad), -1.0, np.float32)       # rows strided, as in a chain
+        fn(z, big[:, :cols], 16, 16, col_order, col_inner)
+        np.testing.assert_array_equal(big[:, :cols], x.astype(np.float32))
+        assert (big[:, cols:] == -1).all()
+
+
+def test_widening_is_exact_for_every_half():
+    h = np.arange(65536, dtype=np.uint16).view(np.float16)
+    out = np.empty((1, 65536), np.float32)
+    C.unpack_f16_to_f32(h, out, 1, 65536, False)
+    ref = h.astype(np.float32)
+    same = (out[0].view(np.uint32) == ref.view(np.uint32)) | (np.isnan(out[0]) & np.isnan(ref))
+    assert same.all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("zz", [True, False])
+@pytest.mark.parametrize("r0,q0", [(0, 0), (16, 1), (5, 2)])
+def test_load_window_whole_fractals(dtype, zz, r0, q0):
+    """The fractal-by-fractal path (aligned windows, the matmul template's every load)."""
+    c0 = F.c0_of(dtype)
+    fr, fc = (16, c0) if zz else (c0, 16)
+    rows, cols = 2 * fr, 3 * fc                      # whole fractals of the operand
+    s = _rand((r0 + rows + 16, q0 * c0 + cols + c0), dtype, 11)
+    src_rows = F.round_up(s.shape[0], 16)
+    nz = F.pack_numpy(s, 16, c0, True, False).reshape(-1)
+    spec = F.pack_numpy(np.ascontiguousarray(s[r0:r0 + rows, q0 * c0:q0 * c0 + cols]), fr, fc, False,
+                        not zz).reshape(-1)
+    dst = np.full(spec.size, 3, dtype=dtype)
+    C.nz_window_into(nz, src_rows, c0, r0, q0 * c0, rows, cols, False, dst, fr, fc, not zz)
+    np.testing.assert_array_equal(dst, spec)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_buffer_moves_match_the_array_moves(fast, monkeypatch):
+    """load_data and mmad call the moves on a buffer's byte array at byte offsets; with the
+    Cython build and without it (the numpy twins) they give the array functions' results."""
+    if not fast:
+        monkeypatch.setattr(F, "_fast", None)
+    s = _rand((48, 40), np.float16, 5)
+    nz = F.pack_numpy(s, 16, 16, True, False).reshape(-1)
+    src_buf = np.zeros(4096 + nz.nbytes, np.uint8)
+    src_buf[64:64 + nz.nbytes] = nz.view(np.uint8)
+    for transpose, zz, (rows, cols) in ((False, True, (32, 16)), (False, False, (16, 32)),
+                                        (True, True, (20, 7)), (False, False, (13, 21))):
+        fr, fc = (16, 16)
+        r1, c1 = -(-rows // fr), -(-cols // fc)
+        spec = np.empty(r1 * c1 * 256, np.float16)
+        F.nz_window_into_numpy(nz, 48, 16, 3, 2, rows, cols, transpose, spec, fr, fc, not zz)
+        dst_buf = np.full(8192, 255, np.uint8)
+        F.nz_window_buffers(src_buf, 64, nz.size, 2, 48, 16, 3, 2, rows, cols, transpose,
+                            dst_buf, 512, spec.size, fr, fc, not zz)
+        np.testing.assert_array_equal(dst_buf[512:512 + spec.nbytes].view(np.float16), spec)
+        assert (dst_buf[:512] == 255).all() and (dst_buf[512 + spec.nbytes:] == 255).all()
+    z = F.pack_numpy(s[:32, :40], 16, 16, False, False)
+    buf = np.zeros(1024 + z.nbytes, np.uint8)
+    buf[1024:] = z.reshape(-1).view(np.uint8)
+    out = np.full((32, 50), -1, np.float32)
+    F.unpack_f16_buffer(buf, 1024, out, 0, 32, 5, 40, 16, 16, False, False)
+    np.testing.assert_array_equal(out[:, 5:45], s[:32, :40].astype(np.float32))
+    assert (out[:, :5] == -1).all() and (out[:, 45:] == -1).all()
+    with pytest.raises(ShapeError):
+        F.nz_window_buffers(src_buf, src_buf.size - 8, nz.size, 2, 48, 16, 0, 0, 16, 16, False,
+                            dst_buf, 0, 256, 16, 16, False)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("m,n", [(1, 1), (16, 16), (37, 50), (128, 256)])
+def test_fixpipe_drain_matches_numpy(m, n, with_bias, relu):
+    """FixPipe's one-pass fp32 NZ -> fp16 drain gives numpy's bytes: bias, ReLU, round to
+    nearest even, overflow to inf, subnormals, nan."""
+    rng = np.random.default_rng(m * n)
+    x = (rng.standard_normal((m, n)) * 10.0 ** rng.integers(-9, 6, (m, n))).astype(np.float32)
+    x.flat[:4] = [np.nan, np.inf, -70000.0, 2.0 ** -25][: x.size] if x.size >= 4 else x.flat[:4]
+    z = F.pack_numpy(x, 16, 16, True, False).reshape(-1)
+    bias = rng.standard_normal(n).astype(np.float32) if with_bias else None
+    ref = x + bias if with_bias else x.copy()
+    if relu:
+        ref = np.maximum(ref, 0)
+    with np.errstate(over="ignore"):               # large values overflow to inf, as on the chip
+        ref = ref.astype(np.float16)
+    big = np.full((m, n + 3), 7, np.float16)
+    done = C.drain_nz_f32_to_f16(z, m, n, big[:, :n], bias, relu)
+    if not done:                                    # a CPU without F16C: nothing touched
+        assert (big == 7).all()
+        return
+    np.testing.assert_array_equal(big[:, :n].view(np.uint16), ref.view(np.uint16))
+    assert (big[:, n:] == 7).all()

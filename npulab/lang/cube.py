@@ -138,11 +138,11 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
         if key is not None:
             dev.memo[key] = plan
     need, fr, fc, zz, c0, c1a, c1b, s_r0, s_rows, s_c0, s_cols, issue_args, issue_kw = plan
-    if dev.functional:
-        nz = src.numpy()[c1a * src_rows * c0: c1b * src_rows * c0].reshape(c1b - c1a, src_rows, c0)
-        window = nz[:, s_r0:s_r0 + s_rows, :].transpose(1, 0, 2).reshape(s_rows, (c1b - c1a) * c0)
-        window = window[:, s_c0 - c1a * c0: s_c0 - c1a * c0 + s_cols]
-        F.pack_into(window.T if transpose else window, dst.numpy()[:need], fr, fc, False, not zz)
+    if dev.functional:                     # one pass: NZ window -> ZZ / ZN (formats.nz_window_into)
+        item = src.itemsize
+        F.nz_window_buffers(src.buffer.data, src.offset + c1a * src_rows * c0 * item,
+                            (c1b - c1a) * src_rows * c0, item, src_rows, c0, s_r0, s_c0 - c1a * c0,
+                            rows, cols, transpose, dst.buffer.data, dst.offset, need, fr, fc, not zz)
     if dev.check_races:
         core.issue(*issue_args, **issue_kw)
     else:
@@ -283,19 +283,46 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
     return m1, n1, k1, k0, acc, issue_args, issue_kw
 
 
+# the host-side scratch of flushed chains, by geometry, for the next chain to reuse (not NPU
+# memory: numpy arrays the simulator multiplies in)
+_CHAIN_STORE: dict = {}
+
+
 class _Chain:
-    """mmads into one L0C tile not yet multiplied out: their operands, unpacked to ND.
+    """mmads into one L0C tile not yet multiplied out: their operands, unpacked to ND and
+    widened, side by side along K.
 
     Numerics are deferred so that a K loop of n mmads costs one large matmul instead of n
     small ones (BLAS is far faster on one big product); the result is the same fp32 (int32)
-    accumulation. Anything that reads the tile (fixpipe, a LocalTensor.numpy() view) flushes
-    it first, so no one ever sees stale bytes."""
+    accumulation. Each mmad copies its operands out of L0A/L0B at once (the next load
+    overwrites them): A into the next columns of ``a`` (m16 x K), B into the next rows of ``b``
+    (K x n16), both in the wide dtype; the product is ``a @ b``. Anything that reads the tile (fixpipe, a LocalTensor.numpy() view)
+    flushes it first, so no one ever sees stale bytes."""
 
-    __slots__ = ("lo", "hi", "m1", "n1", "init", "a", "b")
+    __slots__ = ("lo", "hi", "m1", "n1", "init", "a", "b", "used")
 
-    def __init__(self, lo, hi, m1, n1, init):
+    def __init__(self, lo, hi, m1, n1, init, wide, k, store):
         self.lo, self.hi, self.m1, self.n1, self.init = lo, hi, m1, n1, init
-        self.a, self.b = [], []
+        # reuse the arrays of a flushed chain of the same geometry (its K capacity included)
+        old = store.pop((m1, n1, wide), None)
+        if old is None:
+            cap = max(4 * k, 256)
+            old = (np.empty((m1 * FRACTAL, cap), dtype=wide), np.empty((cap, n1 * FRACTAL), dtype=wide))
+        self.a, self.b = old
+        self.used = 0
+
+    def room(self, k: int) -> int:
+        """Make room for k more columns; return the first free one."""
+        u = self.used
+        if u + k > self.a.shape[1]:
+            cap = max(2 * self.a.shape[1], u + k)
+            a = np.empty((self.a.shape[0], cap), dtype=self.a.dtype)
+            a[:, :u] = self.a[:, :u]
+            b = np.empty((cap, self.b.shape[1]), dtype=self.b.dtype)
+            b[:u] = self.b[:u]
+            self.a, self.b = a, b
+        self.used = u + k
+        return u
 
 
 def _chains(buffer) -> dict:
@@ -314,41 +341,50 @@ def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
     hi = buffer.capacity if hi is None else hi
     for key in [k for k, c in chains.items() if c.lo < hi and lo < c.hi]:
         c = chains.pop(key)
-        wide = np.float64 if c.a[0].dtype == np.int8 else np.float32
-        a = np.concatenate(c.a, axis=1, dtype=wide, casting="unsafe")   # one pass: join + widen
-        b = np.concatenate(c.b, axis=0, dtype=wide, casting="unsafe")
-        prod = a @ b
+        u = c.used
+        prod = c.a[:, :u] @ c.b[:u]
+        _CHAIN_STORE[(c.m1, c.n1, c.a.dtype.type)] = (c.a, c.b)
+        exact_int = c.a.dtype == np.float64
         n1, m16 = c.n1, c.m1 * FRACTAL
-        view = buffer.data[c.lo:c.hi].view(np.int32 if wide is np.float64 else np.float32)
+        view = buffer.data[c.lo:c.hi].view(np.int32 if exact_int else np.float32)
         out = view.reshape(n1, m16, FRACTAL)
         src = prod.reshape(m16, n1, FRACTAL).transpose(1, 0, 2)
         if c.init:
             np.copyto(out, src, casting="unsafe")
-        elif wide is np.float64:
+        elif exact_int:
             out += src.astype(np.int32)
         else:
             out += src
 
 
 def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
-    """Unpack A (ZZ) and B (ZN) to ND (still in their dtype) and add them to the L0C tile's
-    chain; a new chain starts on ``init`` or when the tile's geometry changes."""
-    av = a.numpy()[:m1 * k1 * FRACTAL * k0].reshape(m1, k1, FRACTAL, k0).transpose(0, 2, 1, 3)
-    av = av.reshape(m1 * FRACTAL, k1 * k0)[:, :k]
-    bv = b.numpy()[:k1 * n1 * FRACTAL * k0].reshape(k1, n1, FRACTAL, k0).transpose(0, 3, 1, 2)
-    bv = bv.reshape(k1 * k0, n1 * FRACTAL)[:k]
+    """Copy A (ZZ) and B (ZN) out of L0A/L0B, unpacked and widened, into the L0C tile's chain;
+    a new chain starts on ``init`` or when the tile's geometry changes."""
     buf = dst.buffer
     chains = _chains(buf)
     lo, hi = dst.offset, dst.offset + m1 * n1 * FRACTAL * FRACTAL * 4
     chain = chains.get(lo)
+    dt = a.dtype
     if init or chain is None or chain.hi != hi or chain.m1 != m1:
         if init and chain is not None and chain.hi <= hi:
             del chains[lo]                 # wholly overwritten: never needs multiplying out
         flush_l0c(buf, lo, hi)             # whatever else overlaps lands first
-        chain = chains[lo] = _Chain(lo, hi, m1, n1, init)
-    # keep copies: L0A/L0B are overwritten by the next load long before the chain is flushed
-    chain.a.append(av.copy() if np.may_share_memory(av, a.buffer.data) else av)
-    chain.b.append(bv.copy() if np.may_share_memory(bv, b.buffer.data) else bv)
+        chain = chains[lo] = _Chain(lo, hi, m1, n1, init, np.float64 if dt == np.int8 else np.float32, k,
+                                    _CHAIN_STORE)
+    u = chain.room(k)
+    if dt == np.float16:                   # the hot case: one widening pass each, in Cython
+        F.unpack_f16_buffer(a.buffer.data, a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0,
+                            False, False)
+        # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
+        F.unpack_f16_buffer(b.buffer.data, b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL,
+                            False, True)
+    else:
+        az = a.numpy()[:m1 * k1 * FRACTAL * k0]
+        bz = b.numpy()[:k1 * n1 * FRACTAL * k0]
+        av = az.reshape(m1, k1, FRACTAL, k0).transpose(0, 2, 1, 3).reshape(m1 * FRACTAL, k1 * k0)
+        bv = bz.reshape(k1, n1, FRACTAL, k0).transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * FRACTAL)
+        np.copyto(chain.a[:, u:u + k], av[:, :k], casting="unsafe")
+        np.copyto(chain.b[u:u + k], bv[:k], casting="unsafe")
 
 
 # -- L0C -> out ------------------------------------------------------------------------------
@@ -397,20 +433,23 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
     if dev.functional and (not to_gm or dst.root.data is not None):
         flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL * FRACTAL * 4)
         z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]
-        res = np.empty((m, n), dtype=src.dtype)
-        F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
-        if bias is not None:
-            res += bias.numpy()[:n]
-        if deq_scale is not None:
-            res = res.astype(np.float32) * np.float32(deq_scale)
-        if relu:
-            np.maximum(res, 0, out=res)
         if to_gm:
             out = _gm_view(dst, m, n, stride)
         else:
             out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
                                                   strides=(stride * dst.itemsize, dst.itemsize))
-        np.copyto(out, res, casting="unsafe")
+        # the common fp16 epilogue in one pass (formats.drain_nz_f32_to_f16), else step by step
+        if not (src.dtype == np.float32 and dst.dtype == np.float16 and deq_scale is None and
+                F.drain_nz_f32_to_f16(z, m, n, out, None if bias is None else bias.numpy()[:n], relu)):
+            res = np.empty((m, n), dtype=src.dtype)
+            F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
+            if bias is not None:
+                res += bias.numpy()[:n]
+            if deq_scale is not None:
+                res = res.astype(np.float32) * np.float32(deq_scale)
+            if relu:
+                np.maximum(res, 0, out=res)
+            np.copyto(out, res, casting="unsafe")
     nbytes = m * n * dst.itemsize
     level = "GM" if to_gm else dst.buffer.name
     e = dev.chip.energy

@@ -50,18 +50,25 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
             a = GlobalTensor(data, name=f"arg{i}") if data is not None else \
                 GlobalTensor.empty(a.size, a.dtype, name=f"arg{i}")
         gm_args.append(a)
-    for b in range(int(block_dim)):
-        core = dev.core_for_block(b)
-        core.block_idx = b
-        ctx = context.KernelContext(dev, core, b, int(block_dim))
-        context._stack.append(ctx)
-        try:
-            kernel(*gm_args)
-            for p in ctx.pipes:
-                p.destroy()
-            core.end_block()
-        finally:
-            context._stack.pop()
+    n_cores = dev.active_cores
+    try:
+        for b in range(int(block_dim)):
+            core = dev.core_for_block(b)
+            core.block_idx = b
+            ctx = context.KernelContext(dev, core, b, int(block_dim))
+            context._stack.append(ctx)
+            try:
+                kernel(*gm_args)
+                for p in ctx.pipes:
+                    p.destroy()
+                core.end_block()
+            finally:
+                context._stack.pop()
+            if b + n_cores >= block_dim:
+                # the core's last block: its bytes go to the next core, still in the host's cache
+                dev.recycle_buffers(core)
+    finally:
+        dev.recycle_buffers()           # on-chip bytes do not outlive the launch
     trace = dev.finish()
     outputs = [None if not isinstance(a, GlobalTensor) or a.root.data is None else a.root.data.copy()
                for a in gm_args]

@@ -244,6 +244,13 @@ class Device:
         return dur + lat
 
     # -- the run ----------------------------------------------------------------------------
+    def recycle_buffers(self, core: "Core | None" = None) -> None:
+        """Give the functional byte arrays of ``core`` (default: every core) back, zeroed, for
+        the next core or launch to take."""
+        for c in self.cores if core is None else (core,):
+            for buf in dict.values(c.buffers):
+                buf.recycle()
+
     def finish(self):
         """Schedule every core, check races, and return the Trace."""
         from .trace import Trace

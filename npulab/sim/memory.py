@@ -47,15 +47,50 @@ def fmt_bytes(n: int) -> str:
     raise AssertionError
 
 
+# Functional-mode byte arrays, recycled from launch to launch: a fresh 1 MiB L1 per core per
+# launch costs page faults on first touch that outweigh a small kernel's work. Every array in
+# the pool is all zeros; a buffer gives its array back zeroed up to the highest byte it ever
+# reserved (nothing writes past its reservations).
+_POOL: dict[int, list[np.ndarray]] = {}
+_POOL_KEEP = 64                     # arrays kept per capacity (one launch of the largest chip)
+
+
 class Buffer:
-    """One physical buffer (UB, L1, L0A, L0B or L0C) of one core."""
+    """One physical buffer (UB, L1, L0A, L0B or L0C) of one core. ``data`` (functional mode)
+    is the flat byte array, zeros at the start of a launch, taken on first use."""
 
     def __init__(self, name: str, core: int, capacity: int, align: int, functional: bool):
         self.name, self.core, self.capacity, self.align = name, core, capacity, align
-        self.data = np.zeros(capacity, dtype=np.uint8) if functional else None
+        self.functional = functional
+        self._data = None
         self.reservations: list[Reservation] = []
         self.log: list[AllocRecord] = []
         self.top = 0
+        self.high = 0                # highest byte ever reserved: the part of data written
+
+    @property
+    def data(self) -> np.ndarray | None:
+        d = self._data
+        if d is None and self.functional:
+            free = _POOL.get(self.capacity)
+            d = self._data = free.pop() if free else np.zeros(self.capacity, dtype=np.uint8)
+        return d
+
+    def recycle(self) -> None:
+        """The launch is over: drop deferred work, zero what was used, give the array back.
+        (A LocalTensor view kept past its launch no longer shows this core's bytes.)"""
+        d = self._data
+        if d is None:
+            return
+        self._data = None
+        chains = getattr(self, "_mmad_chains", None)
+        if chains:
+            chains.clear()
+        d[:self.high] = 0
+        self.high = 0
+        free = _POOL.setdefault(self.capacity, [])
+        if len(free) < _POOL_KEEP:
+            free.append(d)
 
     @property
     def used(self) -> int:
@@ -77,6 +112,8 @@ class Buffer:
                 f"Fix: use a smaller tile or fewer buffers (buffer_num).")
         offset = self.top
         self.top += size
+        if self.top > self.high:
+            self.high = self.top
         self.reservations.append(Reservation(owner, offset, size))
         return offset
 
