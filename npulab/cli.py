@@ -77,7 +77,12 @@ def _bench(args) -> int:
                 print(f"{op:<16} {shape:<18} {r.get('dtype', ''):<8} {r.get('chip', ''):<5} "
                       f"{r['tiling'] if isinstance(r.get('tiling'), str) else '':<10} {r.get('cycles', 0):>12,} cycles  "
                       f"utilization {r.get('utilization', 0):.1%}"
-                      + (f"  vs numpy {r['vs_numpy_ratio']:.1f}x" if "vs_numpy_ratio" in r else ""))
+                      + (f"  vs numpy {r['vs_numpy_ratio']:.1f}x ({r.get('blas_threads')} BLAS threads)"
+                         if "vs_numpy_ratio" in r else "")
+                      + (f", {r['one_thread']['vs_numpy_ratio']:.1f}x on one thread"
+                         if r.get("one_thread") else "")
+                      + (f"  target {r['target']:.0%} {'met' if r['meets_target'] else 'MISSED'}"
+                         if "target" in r else ""))
         return 0
     if args.what == "sim":
         result = bench.bench_sim(args.instructions)

@@ -76,3 +76,69 @@ def test_costs_count_every_repeat():
     # rows that do not start on a 32-byte block: one instruction a row
     cyc, n = _vector_cycles(lambda d, s: lang.add_per_col(d, s, s, rows, 250, 250), x)
     assert n == rows
+
+
+# -- fused multiply-add (Ascend C FusedMulAdd, MulAddDst) -------------------------------------
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fused_mul_add_and_mul_add_dst(dtype):
+    """FusedMulAdd: dst = src0 * dst + src1; MulAddDst: dst = src0 * src1 + dst (one
+    instruction each, costing what Add costs)."""
+    x, y = X.astype(dtype), V[:ROWS * COLS].repeat(-(-ROWS * COLS // V.size))[:ROWS * COLS].astype(dtype)
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float16 else dict(rtol=1e-6, atol=1e-6)
+    n = x.size
+    f32 = lambda a: a.astype(np.float32)                                       # noqa: E731
+    out, tr = run_vector(lambda d, a, b: (lang.duplicate(d, 1.5, n), lang.fused_mul_add(d, a, b, n)),
+                         x, y, dtype=dtype)
+    np.testing.assert_allclose(f32(out), f32(x) * 1.5 + f32(y), **tol)
+    out, _ = run_vector(lambda d, a, b: (lang.duplicate(d, -2.0, n), lang.mul_add_dst(d, a, b, n)),
+                        x, y, dtype=dtype)
+    np.testing.assert_allclose(f32(out), f32(x) * f32(y) - 2.0, **tol)
+    add_cyc, _ = _vector_cycles(lambda d, a, b: lang.add(d, a, b, n), x.astype(np.float32), y.astype(np.float32))
+    fma_cyc, _ = _vector_cycles(lambda d, a, b: lang.fused_mul_add(d, a, b, n), x.astype(np.float32),
+                                y.astype(np.float32))
+    assert fma_cyc == add_cyc
+
+
+def test_fused_mul_add_const_is_a_horner_step():
+    """h = h * s + c with c held in one repeat: a polynomial in s, one instruction a degree."""
+    s = (X / 4).astype(np.float32)
+    coeffs = [0.5, -1.25, 2.0, 0.75]                 # h = ((0.5 s - 1.25) s + 2) s + 0.75
+    n = s.size
+
+    def body(d, src, c):
+        lang.duplicate(d, coeffs[0], n)
+        for k in coeffs[1:]:
+            lang.duplicate(c, k, 64)
+            lang.fused_mul_add_const(d, src, c, n)
+    out, _ = run_vector(body, s, np.zeros(n, np.float32))
+    np.testing.assert_allclose(out, np.polyval(coeffs, s), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="consts"):
+        run_vector(lambda d, src, c: lang.fused_mul_add_const(d, src, c.reinterpret_cast(np.int32), n),
+                   s, np.zeros(n, np.float32))
+
+
+def test_fused_mul_add_per_row_and_col():
+    a, b = V[:ROWS] + 1, V[:ROWS] - 3
+    va = np.zeros_like(X); va[:ROWS] = a
+    vb = np.zeros_like(X); vb[:ROWS] = b
+    out, _ = run_vector(lambda d, s, p, q: (lang.adds(d, s, 0.0, ROWS * COLS),
+                                            lang.fused_mul_add_per_row(d, p, q, ROWS, COLS)), X, va, vb)
+    np.testing.assert_allclose(out.reshape(ROWS, COLS), a[:, None] * X.reshape(ROWS, COLS) + b[:, None],
+                               rtol=1e-6)
+    ca, cb = V[:COLS] * 0.5, V[:COLS] + 1
+    va = np.zeros_like(X); va[:COLS] = ca
+    vb = np.zeros_like(X); vb[:COLS] = cb
+    out, _ = run_vector(lambda d, s, p, q: (lang.adds(d, s, 0.0, ROWS * COLS),
+                                            lang.fused_mul_add_per_col(d, p, q, ROWS, COLS)), X, va, vb)
+    np.testing.assert_allclose(out.reshape(ROWS, COLS), ca[None, :] * X.reshape(ROWS, COLS) + cb[None, :],
+                               rtol=1e-6)
+
+
+def test_ramp_tiles_cover_the_block_exactly():
+    from npulab.kernels.norm import ramp_tiles
+    for total, tile, unit in ((1000, 64, 1), (128, 16, 1), (37, 8, 1), (5, 8, 1), (96, 32, 16)):
+        parts = ramp_tiles(total, tile, unit)
+        assert sum(parts) == total and all(0 < p <= tile for p in parts)
+        assert all(p % unit == 0 for p in parts[:-1])
+    parts = ramp_tiles(1000, 64)
+    assert parts[0] < parts[1] < 64 and parts[-1] < 64     # smaller tiles at both ends

@@ -26,12 +26,20 @@ import numpy as np
 from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
+from ..lang import vector as V
 from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy, data_copy_pad, get_block_idx
 
 BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
 MIN_TILES_PER_BLOCK = 16    # split a block at least this finely so copies and compute overlap
-                            # (fewer, larger tiles pay less copy start-up but more fill and
+                            # (fewer, larger tiles pay fewer vector start-ups but more fill and
                             # drain; 16 is the best at BERT sizes on the 910, see bench_vector)
+MIN_TILES_WIDENED = 12      # the same for fp16 tiles widened to fp32 (vector-bound: larger
+                            # tiles amortise the per-row-chunk instructions' start-ups)
+# three slots a queue: a read pays its copy start-up on top of its bytes, and with two slots
+# the next read often starts too late to finish before the vector unit wants it. In Ascend C
+# the slot count is InitBuffer's ``num`` (uint8_t; 1 = single, 2 = double buffering; every
+# queue's num in a kernel adds up to at most 64: CANN API reference, TPipe::InitBuffer).
+BUFFER_NUM = 3
 SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32))
 F32 = np.dtype(np.float32)
 
@@ -56,8 +64,9 @@ class RowTiling:
     block_factor: int   # rows a block (the last block may get fewer)
     block_dim: int      # blocks launched
     tile_rows: int      # rows a UB tile
-    buffer_num: int     # slots of the in and out queues: 2 = double buffering
+    buffer_num: int     # slots of the in and out queues: 2 = double buffering, 3 = triple
     ub_bytes: int       # UB the kernel reserves (for the reader; checked against the chip)
+    ramp: int = 2       # smaller tiles at both ends of a block (ramp_tiles)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,14 +77,16 @@ class RowTiling:
 
 
 def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, fixed_bytes: int = 0,
-               stats: int = 2, buffer_num: int = 2, tile_rows: int | None = None) -> RowTiling:
+               stats: int = 2, buffer_num: int = BUFFER_NUM, tile_rows: int | None = None,
+               ramp: int = 2) -> RowTiling:
     """Split ``rows`` rows of ``cols`` elements over the cores and into UB tiles.
 
     A tile of r rows holds ``buffer_num`` in slots and ``buffer_num`` out slots of r x cols
     ``dtype``, plus ``work_rows`` fp32 scratch rows of r x cols (the kernel's temporaries);
     ``fixed_bytes`` is what the kernel keeps for the whole block (gamma, beta); ``stats`` fp32
     values a row hold per-row statistics (mean, 1/std, ...).
-    tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block.
+    tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block
+    (1/MIN_TILES_WIDENED for fp16); the kernel runs smaller tiles at both ends (ramp_tiles).
     """
     chip = get_chip(chip)
     dt = check_float(what, "input", dtype)
@@ -98,12 +109,43 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
     if tile_rows is None:
         # a widened (fp16) tile is vector-bound: there, larger tiles amortise the vector
         # start-ups better than more tiles hide the fill and drain
-        tiles = MIN_TILES_PER_BLOCK if dt == F32 else MIN_TILES_PER_BLOCK // 4
+        tiles = MIN_TILES_PER_BLOCK if dt == F32 else MIN_TILES_WIDENED
         tile_rows = min(fit, -(-block_factor // tiles))
     elif not 1 <= tile_rows <= fit:
         raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
     ub = fixed_bytes + tile_rows * per_row + slack
-    return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub)
+    return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub, ramp)
+
+
+def ramp_tiles(total: int, tile: int, unit: int = 1, ramp: int = 2) -> list[int]:
+    """Sizes of the tiles that cover ``total`` items (multiples of ``unit``, at most ``tile``):
+    ``ramp`` tiles of tile/2**ramp, ..., tile/2 first, then full tiles, then the same ramp in
+    reverse. Nothing can overlap the first tile's copy-in or the last tile's compute and
+    copy-out, so a pipeline of equal tiles pays one tile's read and one tile's write on top of
+    the streaming time; small first and last tiles make that fill and drain short, while the
+    tiles between stay large and amortise the start-up of every copy and vector instruction
+    (an ordinary loop with a per-iteration count in Ascend C). Falls back to equal tiles when
+    ``total`` is too short for a ramp."""
+    total, tile, unit = int(total), int(tile), max(1, int(unit))
+    if total <= 0:
+        return []
+    head = [max(unit, _round_up(tile >> k, unit)) for k in range(ramp, 0, -1)] if ramp > 0 else []
+    head = [h for h in head if h < tile]
+    if sum(head) * 2 + tile > total or not head:
+        n = -(-total // tile)
+        base = _round_up(-(-total // n), unit)
+        sizes = [base] * (total // base)
+        if total - sum(sizes):
+            sizes.append(total - sum(sizes))
+        return sizes
+    mid = total - 2 * sum(head)
+    n = -(-mid // tile)
+    base = min(tile, _round_up(-(-mid // n), unit))
+    body = [base] * (mid // base)
+    rest = mid - sum(body)
+    if rest:
+        body.append(rest)
+    return head + body + head[::-1]
 
 
 def copy(dst, src, count: int) -> None:
@@ -187,17 +229,17 @@ class RowKernel:
 
     # -- the pipeline ----------------------------------------------------------------------
     def process(self) -> None:
-        tr = self.t.tile_rows
-        for i in range(-(-self.nrows // tr)):
-            n = min(tr, self.nrows - i * tr)
-            self.copy_in(i, n)
+        r0 = 0
+        for n in ramp_tiles(self.nrows, self.t.tile_rows, 1, self.t.ramp):
+            self.copy_in(r0, n)
             self.compute(n)
-            self.copy_out(i, n)
+            self.copy_out(r0, n)
+            r0 += n
         self.free_params()
 
-    def copy_in(self, i: int, n: int) -> None:
+    def copy_in(self, r0: int, n: int) -> None:
         x = self.in_x.alloc_tensor(self.dtype)
-        copy(x, self.x_gm[i * self.t.tile_rows * self.cols:], n * self.cols)
+        copy(x, self.x_gm[r0 * self.cols:], n * self.cols)
         self.in_x.enque(x)
 
     def compute(self, n: int) -> None:
@@ -215,9 +257,9 @@ class RowKernel:
             self.in_x.free_tensor(x)
         self.out_y.enque(y)
 
-    def copy_out(self, i: int, n: int) -> None:
+    def copy_out(self, r0: int, n: int) -> None:
         y = self.out_y.deque()
-        copy(self.y_gm[i * self.t.tile_rows * self.cols:], y, n * self.cols)
+        copy(self.y_gm[r0 * self.cols:], y, n * self.cols)
         self.out_y.free_tensor(y)
 
     def compute_rows(self, x32, out32, n: int) -> None:   # pragma: no cover - abstract
@@ -248,22 +290,26 @@ class KernelLayerNorm(RowKernel):
         lang.adds(rstd, rstd, self.eps, n)
         lang.sqrt(rstd, rstd, n)
         lang.reciprocal(rstd, rstd, n)
-        steps = [("row", rstd)] + [(k, p) for k, p in (("mul", self.gamma), ("add", self.beta)) if p is not None]
-        for j, (kind, v) in enumerate(steps):
-            dst = out32 if j == len(steps) - 1 else x32
-            if kind == "row":
-                lang.mul_per_row(dst, x32, v, n, cols)
-            elif kind == "mul":
-                lang.mul_per_col(dst, x32, v, n, cols)
-            else:
-                lang.add_per_col(dst, x32, v, n, cols)
+        # y = (x - mean) * rstd, then y * gamma + beta as one FusedMulAdd (gamma and beta one
+        # row reused by every row): a pass fewer than a Mul and an Add
+        if self.gamma is not None and self.beta is not None:
+            lang.mul_per_row(out32, x32, rstd, n, cols)
+            V.fused_mul_add_per_col(out32, self.gamma, self.beta, n, cols)
+        elif self.gamma is not None:
+            lang.mul_per_row(x32, x32, rstd, n, cols)
+            lang.mul_per_col(out32, x32, self.gamma, n, cols)
+        elif self.beta is not None:
+            lang.mul_per_row(x32, x32, rstd, n, cols)
+            lang.add_per_col(out32, x32, self.beta, n, cols)
+        else:
+            lang.mul_per_row(out32, x32, rstd, n, cols)
 
 
 def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
     KernelLayerNorm(x, gamma, beta, y, t, eps).process()
 
 
-def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = 2,
+def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
                       tile_rows: int | None = None) -> RowTiling:
     """LayerNorm: one fp32 scratch row set (x - mean squared) a tile, plus the fp32 copy for
     fp16; gamma and beta kept for the block."""
@@ -335,7 +381,7 @@ def rms_norm_kernel(x, gamma, y, t: RowTiling, eps: float) -> None:
     KernelRmsNorm(x, gamma, y, t, eps).process()
 
 
-def rms_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = 2,
+def rms_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
                     tile_rows: int | None = None) -> RowTiling:
     wide = np.dtype(dtype) != F32
     fixed = _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (cols * 4 if wide else 0)

@@ -25,7 +25,7 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
-from .norm import BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy, row_tiling
+from .norm import BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy, row_tiling
 
 
 # -- AR: softmax over the last axis --------------------------------------------------------
@@ -51,7 +51,7 @@ def softmax_ar_kernel(x, y, t: RowTiling) -> None:
     KernelSoftmaxAR(x, y, t).process()
 
 
-def softmax_ar_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = 2,
+def softmax_ar_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
                       tile_rows: int | None = None) -> RowTiling:
     wide = np.dtype(dtype) != F32
     return row_tiling(rows, cols, dtype, chip, what="SoftmaxV2", work_rows=int(wide), stats=2,

@@ -22,6 +22,8 @@ from .vector import (abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, m
                      reciprocal, reduce_max, reduce_sum, relu, sqrt, sub)
 from .vector import (add_per_col, add_per_row, div_per_row, gather, max_per_col, mul_per_col,
                      mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col, sub_per_row)
+from .vector import (fused_mul_add, fused_mul_add_const, fused_mul_add_per_col, fused_mul_add_per_row,
+                     mul_add_dst)
 
 __all__ = [
     "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
@@ -33,4 +35,5 @@ __all__ = [
     "data_copy_nd2nz", "load_data", "mmad", "fixpipe",
     "reduce_sum_rows", "reduce_max_rows", "add_per_row", "sub_per_row", "mul_per_row", "div_per_row",
     "add_per_col", "sub_per_col", "mul_per_col", "max_per_col", "gather",
+    "fused_mul_add", "fused_mul_add_const", "mul_add_dst", "fused_mul_add_per_row", "fused_mul_add_per_col",
 ]

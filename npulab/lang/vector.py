@@ -349,3 +349,80 @@ def gather(dst: LocalTensor, src: LocalTensor, offsets: LocalTensor, count: int)
     chip = current().device.chip
     _issue("gather", Op.VEC_UNARY, dst, [src, offsets], n, dst.itemsize,
            cycles_per_repeat=chip.vector.repeat_bytes // 32, flops_per_elem=0)
+
+
+# -- fused multiply-add ------------------------------------------------------------------------
+# Ascend C ``FusedMulAdd`` (dst = src0 * dst + src1) and ``MulAddDst`` (dst = src0 * src1 + dst),
+# half and float (asc-devkit docs/api/context/FusedMulAdd.md, MulAddDst.md; the product lists
+# there name the Atlas A2/A3 (910B/910C) series; the simulator gives every chip one vector ISA).
+# Both take BinaryRepeatParams like Add, so they cost what Add costs: start-up + repeats x 1.
+def _fma_numpy(a, b, c):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (a * b + c).astype(a.dtype)
+
+
+def fused_mul_add(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+    """dst[i] = src0[i] * dst[i] + src1[i] for i < count (Ascend C ``FusedMulAdd``)."""
+    n = _check("fused_mul_add", [("dst", dst), ("src0", src0), ("src1", src1)], count)
+    if _functional():
+        d = dst.numpy()
+        d[:n] = _fma_numpy(src0.numpy()[:n], d[:n], src1.numpy()[:n])
+    _issue("fused_mul_add", Op.VEC_BINARY, dst, [src0, src1, dst], n, dst.itemsize, flops_per_elem=2)
+
+
+def fused_mul_add_const(dst: LocalTensor, src: LocalTensor, consts: LocalTensor, count: int) -> None:
+    """dst[i] = src[i] * dst[i] + c for i < count: the Horner step h = h * s + c of a polynomial
+    in s as one instruction. ``consts`` holds one repeat (256 bytes) of c, filled once by
+    ``duplicate``; Ascend C ``FusedMulAdd(dst, src, consts)`` with src1RepStride = 0 reuses
+    that repeat for every repeat of dst."""
+    per_repeat = current().device.chip.vector.repeat_bytes // dst.itemsize
+    n = _check("fused_mul_add", [("dst", dst), ("src", src)], count)
+    _check("fused_mul_add", [("consts", consts)], builtins.min(n, per_repeat))
+    if consts.dtype != dst.dtype:
+        raise ShapeError(f"fused_mul_add: consts is {consts.dtype} and dst {dst.dtype}; they must match")
+    if _functional():
+        d = dst.numpy()
+        k = builtins.min(n, per_repeat)
+        c = np.tile(consts.numpy()[:k], -(-n // k))[:n]
+        d[:n] = _fma_numpy(src.numpy()[:n], d[:n], c)
+    _issue("fused_mul_add", Op.VEC_BINARY, dst, [src, consts, dst], n, dst.itemsize, flops_per_elem=2)
+
+
+def mul_add_dst(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+    """dst[i] = src0[i] * src1[i] + dst[i] for i < count (Ascend C ``MulAddDst``)."""
+    n = _check("mul_add_dst", [("dst", dst), ("src0", src0), ("src1", src1)], count)
+    if _functional():
+        d = dst.numpy()
+        d[:n] = _fma_numpy(src0.numpy()[:n], src1.numpy()[:n], d[:n])
+    _issue("mul_add_dst", Op.VEC_BINARY, dst, [src0, src1, dst], n, dst.itemsize, flops_per_elem=2)
+
+
+def _fma_bcast(what, axis):
+    """dst[r, c] = a[i] * dst[r, c] + b[i] over a rows x cols tile, i = r (axis "row": a and b
+    one value a row, each spread over a 32-byte block by Brcb) or i = c (axis "col": one row
+    of a and b reused by every row, repeat stride 0). Ascend C ``FusedMulAdd`` with
+    BinaryRepeatParams, as add_per_row / add_per_col are ``Add``."""
+    def op(dst: LocalTensor, a: LocalTensor, b: LocalTensor, rows: int, cols: int,
+           stride: int | None = None) -> None:
+        rows, cols, stride = _check_rows(what, [("dst", dst)], rows, cols, stride)
+        k = rows if axis == "row" else cols
+        _check(what, [("a", a), ("b", b)], k)
+        if len({dst.dtype, a.dtype, b.dtype}) > 1:
+            raise ShapeError(f"{what}: dst {dst.dtype}, a {a.dtype} and b {b.dtype} must have one dtype")
+        if _functional():
+            va, vb = a.numpy()[:k], b.numpy()[:k]
+            va, vb = (va[:, None], vb[:, None]) if axis == "row" else (va[None, :], vb[None, :])
+            v = _view(dst, rows, cols, stride)
+            with np.errstate(over="ignore", invalid="ignore"):
+                v[...] = (va * v + vb).astype(dst.dtype)
+        if axis == "row" and (stride * dst.itemsize) % 32 == 0:
+            _issue("brcb", Op.VEC_DUP, dst, [a], rows, 32, flops_per_elem=0)
+            _issue("brcb", Op.VEC_DUP, dst, [b], rows, 32, flops_per_elem=0)
+        _issue_rows(what, Op.VEC_BINARY, dst, [a, b, dst], rows, cols, stride, dst.itemsize, flops_per_elem=2)
+    op.__name__ = what
+    op.__doc__ = _fma_bcast.__doc__.replace("dst[r, c] = ", f"{what}: dst[r, c] = ", 1)
+    return op
+
+
+fused_mul_add_per_row = _fma_bcast("fused_mul_add_per_row", "row")
+fused_mul_add_per_col = _fma_bcast("fused_mul_add_per_col", "col")
