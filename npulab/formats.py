@@ -210,81 +210,59 @@ def unpack(z: np.ndarray, rows: int, cols: int, col_order: bool, col_inner: bool
     return unpack_numpy(np.asarray(z), rows, cols, col_order, col_inner)
 
 
-def pack_into(x: np.ndarray, out: np.ndarray, fr: int, fc: int, col_order: bool,
-              col_inner: bool) -> np.ndarray:
-    """:func:`pack_into_numpy`, in Cython when built."""
-    if _fast is not None:
-        try:
-            return _fast.pack_into(x, out, fr, fc, col_order, col_inner)
-        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
-            raise ShapeError(str(exc)) from None
-    return pack_into_numpy(x, out, fr, fc, col_order, col_inner)
+def _cython_first(fast_name: str, spec, doc: str):
+    """The public form of a move: the Cython function ``fast_name`` when built (its checks
+    raise this module's ShapeError), else the numpy specification ``spec`` (same arguments)."""
+    def move(*args):
+        if _fast is not None:
+            try:
+                return getattr(_fast, fast_name)(*args)
+            except ValueError as exc:
+                raise ShapeError(str(exc)) from None
+        return spec(*args)
+    move.__name__ = move.__qualname__ = fast_name
+    move.__doc__ = doc
+    return move
 
 
-def unpack_into(z: np.ndarray, out: np.ndarray, fr: int, fc: int, col_order: bool,
-                col_inner: bool) -> np.ndarray:
-    """:func:`unpack_into_numpy`, in Cython when built."""
-    if _fast is not None:
-        try:
-            return _fast.unpack_into(z, out, fr, fc, col_order, col_inner)
-        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
-            raise ShapeError(str(exc)) from None
-    return unpack_into_numpy(z, out, fr, fc, col_order, col_inner)
-
-
-
-def nz_window_into(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst, fr, fc, col_inner):
-    """:func:`nz_window_into_numpy`, in Cython when built."""
-    if _fast is not None:
-        try:
-            return _fast.nz_window_into(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst,
-                                        fr, fc, col_inner)
-        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
-            raise ShapeError(str(exc)) from None
-    return nz_window_into_numpy(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, dst, fr, fc,
-                                col_inner)
-
-
-def unpack_f16_to_f32(z, out, fr, fc, col_order, col_inner=False):
-    """:func:`unpack_f16_to_f32_numpy`, in Cython when built."""
-    if _fast is not None:
-        try:
-            return _fast.unpack_f16_to_f32(z, out, fr, fc, col_order, col_inner)
-        except ValueError as exc:           # the Cython twin's checks, as the error this module raises
-            raise ShapeError(str(exc)) from None
-    return unpack_f16_to_f32_numpy(z, out, fr, fc, col_order, col_inner)
-
-
-def nz_window_buffers(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows, cols,
-                      transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner) -> None:
-    """:func:`nz_window_into` between two buffers' byte arrays (``load_data``'s move): the
-    source is ``src_len`` elements of ``item`` bytes from byte ``src_off``, the destination
-    ``dst_len`` elements from byte ``dst_off``."""
-    if _fast is not None:
-        try:
-            return _fast.nz_window_raw(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows,
-                                       cols, transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner)
-        except ValueError as exc:
-            raise ShapeError(str(exc)) from None
+def _nz_window_buffers_numpy(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows, cols,
+                             transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner) -> None:
     word = np.dtype(f"u{item}")
     nz_window_into_numpy(src_buf[src_off:src_off + src_len * item].view(word), src_rows, c0, s_r0, s_c0,
                          rows, cols, transpose, dst_buf[dst_off:dst_off + dst_len * item].view(word),
                          fr, fc, col_inner)
 
 
-def unpack_f16_buffer(buf, offset, out, row0, rows, col0, cols, fr, fc, col_order, col_inner) -> None:
-    """:func:`unpack_f16_to_f32` of the float16 fractals from byte ``offset`` of a buffer's
-    byte array into rows ``row0 ..`` and columns ``col0 ..`` of the float32 matrix ``out``
-    (what ``mmad`` reads out of L0A / L0B)."""
-    if _fast is not None:
-        try:
-            return _fast.unpack_f16_to_f32_raw(buf, offset, out, row0, rows, col0, cols, fr, fc,
-                                               col_order, col_inner)
-        except ValueError as exc:
-            raise ShapeError(str(exc)) from None
+def _unpack_f16_buffer_numpy(buf, offset, out, row0, rows, col0, cols, fr, fc, col_order, col_inner):
     n = ceil_div(rows, fr) * ceil_div(cols, fc) * fr * fc
-    unpack_f16_to_f32_numpy(buf[offset:offset + 2 * n].view(np.float16),
-                            out[row0:row0 + rows, col0:col0 + cols], fr, fc, col_order, col_inner)
+    return unpack_f16_to_f32_numpy(buf[offset:offset + 2 * n].view(np.float16),
+                                   out[row0:row0 + rows, col0:col0 + cols], fr, fc, col_order, col_inner)
+
+
+pack_into = _cython_first("pack_into", pack_into_numpy,
+                          "pack_into(x, out, fr, fc, col_order, col_inner): :func:`pack_into_numpy`, "
+                          "in Cython when built.")
+unpack_into = _cython_first("unpack_into", unpack_into_numpy,
+                            "unpack_into(z, out, fr, fc, col_order, col_inner): "
+                            ":func:`unpack_into_numpy`, in Cython when built.")
+nz_window_into = _cython_first("nz_window_into", nz_window_into_numpy,
+                               "nz_window_into(src, src_rows, c0, s_r0, s_c0, rows, cols, transpose, "
+                               "dst, fr, fc, col_inner): :func:`nz_window_into_numpy`, in Cython when built.")
+unpack_f16_to_f32 = _cython_first("unpack_f16_to_f32", unpack_f16_to_f32_numpy,
+                                  "unpack_f16_to_f32(z, out, fr, fc, col_order, col_inner=False): "
+                                  ":func:`unpack_f16_to_f32_numpy`, in Cython when built.")
+nz_window_buffers = _cython_first(
+    "nz_window_raw", _nz_window_buffers_numpy,
+    "nz_window_buffers(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows, cols, "
+    "transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner): :func:`nz_window_into` between two "
+    "buffers' byte arrays (``load_data``'s move): the source is ``src_len`` elements of ``item`` "
+    "bytes from byte ``src_off``, the destination ``dst_len`` elements from byte ``dst_off``.")
+unpack_f16_buffer = _cython_first(
+    "unpack_f16_to_f32_raw", _unpack_f16_buffer_numpy,
+    "unpack_f16_buffer(buf, offset, out, row0, rows, col0, cols, fr, fc, col_order, col_inner): "
+    ":func:`unpack_f16_to_f32` of the float16 fractals from byte ``offset`` of a buffer's byte "
+    "array into rows ``row0 ..`` and columns ``col0 ..`` of the float32 matrix ``out`` (what "
+    "``mmad`` reads out of L0A / L0B).")
 
 
 def drain_nz_f32_to_f16(z, m, n, out, bias, relu) -> bool:

@@ -16,9 +16,12 @@ fractal step a cycle: 16 x 16 x K0 MACs (K0 = 16 fp16: 4096 MAC/cycle; 32 int8: 
 chosen as half the fp16 rate), so ``mmad`` costs start-up + ceil(m/16) x ceil(n/16) x
 ceil(k/K0) cycles (FACTS.md, Compute units). L0C accumulates in fp32 (int32 for int8).
 
-Functional numerics: every instruction really moves and re-lays bytes in the buffers; mmad
-unpacks its operands and multiplies whole tiles with numpy in float32 (float64 for int8, then
-int32: exact).
+Functional numerics: every instruction really moves and re-lays bytes in the buffers (one
+Cython pass each: :func:`npulab.formats.nz_window_into` for load_data, the fp16 -> fp32 widening
+read for mmad, :func:`npulab.formats.drain_nz_f32_to_f16` for FixPipe's usual epilogue). mmad
+copies its operands out of L0A/L0B, widened, into the accumulating tile's chain; the chain is
+multiplied out as one float32 product (float64 for int8, then int32: exact) when anything
+reads the L0C tile, so a K loop costs one BLAS call instead of one per step.
 """
 from __future__ import annotations
 
