@@ -103,3 +103,51 @@ def test_bench_vector_rows_have_the_bench_fields():
     for r in rows:
         assert {"op", "shape", "dtype", "chip", "tiling", "cycles", "lower_bound_cycles", "utilization"} <= set(r)
         assert 0 < r["utilization"] <= 1 and r["lower_bound_cycles"] < r["cycles"]
+
+
+FP16_ALL = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+FP16_ALL = FP16_ALL[np.isfinite(FP16_ALL)]                # every finite fp16 value, both zeros
+
+
+@pytest.mark.parametrize("approximate, act", [("none", "gelu_erf"), ("tanh", "gelu_tanh")])
+@pytest.mark.parametrize("compute_dtype", [None, np.float32])
+def test_fp16_gelu_on_every_fp16_value(approximate, act, compute_dtype):
+    # fp16 GELU runs in fp16 by default (both forms; ops-nn widens the erf form); the widened
+    # path stays available. Every finite fp16 input: tails, huge |x| (x^2 overflows fp16),
+    # subnormals and zeros
+    from npulab.kernels.activation import launch_activation
+    t = activation_tiling(FP16_ALL.size, np.float16, act, "910", compute_dtype=compute_dtype)
+    assert t.compute_dtype == ("float16" if compute_dtype is None else "float32")
+    with np.errstate(over="ignore"):
+        y, _ = launch_activation(FP16_ALL, t, "910")
+    assert not np.isnan(y).any()
+    assert_close(y, F.gelu(torch.tensor(FP16_ALL.astype(np.float32)), approximate=approximate).numpy())
+
+
+def test_gelu_erf_fp32_far_tails_and_near_zero():
+    tiny = np.geomspace(1e-30, 1e-3, 400)
+    huge = np.geomspace(5.0, 1e30, 400)
+    x = np.concatenate([tiny, -tiny, huge, -huge, [0.0]]).astype(np.float32)
+    y = ops.gelu(x, chip="910")
+    assert not np.isnan(y).any()
+    assert_close(y, F.gelu(torch.tensor(x)).numpy())
+
+
+def test_fp16_softmax_max_and_subtract_in_fp16_or_widened():
+    # the default fp16 AR kernel takes the row max and x - max in fp16 before widening; the
+    # widened path (narrow=False, as ops-nn) does every step in fp32; both match torch on rows
+    # of very different scales, and the narrow path spends less vector time
+    from npulab.kernels.softmax import launch_softmax, softmax_ar_tiling
+    rng = np.random.default_rng(11)
+    scales = np.array([1e-3, 0.5, 4.0, 30.0, 300.0, 3000.0, 20000.0])[:, None]
+    x = np.clip(rng.standard_normal((7 * 9, 768)) * np.repeat(scales, 9, axis=0), -65504, 65504).astype(np.float16)
+    ref = F.softmax(torch.tensor(x.astype(np.float32)), -1).numpy()
+    cycles = {}
+    for narrow in (True, False):
+        t = softmax_ar_tiling(x.shape[0], 768, np.float16, "910b", narrow=narrow)
+        assert t.narrow is narrow
+        y, _ = launch_softmax(x, t, "910b")
+        assert_close(y, ref)
+        _, tr = launch_softmax(x, t, "910b", "timing")
+        cycles[narrow] = int(tr.busy_cycles(0)[5])
+    assert cycles[True] < cycles[False]

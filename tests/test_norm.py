@@ -97,3 +97,28 @@ def test_norm_errors_name_the_problem():
         ops.batch_norm(np.ones((1, 2, 3, 3), np.float32), np.zeros(2, np.float32), np.ones(3, np.float32))
     with pytest.raises(npulab.ShapeError, match="rms_norm"):
         ops.rms_norm(x, (3,))
+
+
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_layer_norm_gamma_beta_tile_and_per_column_forms_agree(affine, dtype):
+    # gamma / beta broadcast to a whole tile (one FusedMulAdd a tile) or kept as one row
+    # (per-column forms): the same numbers, and the tile form issues fewer vector instructions
+    from npulab.kernels.norm import launch_layer_norm
+    from npulab.sim.isa import Kind, Pipe
+    x = _rand((40, 96), dtype, 21, shift=1.5)
+    w = _rand(96, dtype, 22) if affine in ("both", "weight") else None
+    b = _rand(96, dtype, 23) if affine in ("both", "bias") else None
+    ref = F.layer_norm(_t(x), (96,), _t(w), _t(b), eps=1e-5).numpy()
+    instr = {}
+    for tile in (True, False):
+        t = layer_norm_tiling(40, 96, dtype, "teach", param_tile=tile)
+        assert t.param_rows == (2 if tile else 0)
+        y, _ = launch_layer_norm(x, w, b, t, 1e-5, "teach")
+        assert_close(y, ref)
+        _, tr = launch_layer_norm(x, w, b, t, 1e-5, "teach", "timing")
+        instr[tile] = int(((tr.core == 0) & (tr.pipe == Pipe.V) & (tr.kind == Kind.WORK) & (tr.end > tr.start)).sum())
+    if affine != "none":
+        assert instr[True] < instr[False]
+    # rows that do not start on a 32-byte block keep the per-column form
+    assert layer_norm_tiling(40, 90, dtype, "910").param_rows == 0

@@ -142,3 +142,19 @@ def test_ramp_tiles_cover_the_block_exactly():
         assert all(p % unit == 0 for p in parts[:-1])
     parts = ramp_tiles(1000, 64)
     assert parts[0] < parts[1] < 64 and parts[-1] < 64     # smaller tiles at both ends
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_rsqrt_is_one_transcendental_instruction(dtype):
+    """Rsqrt: dst = 1 / sqrt(src), one instruction costing what Sqrt costs (where sqrt then
+    reciprocal are two)."""
+    x = (np.abs(X) + 0.25).astype(dtype)
+    n = x.size
+    out, _ = run_vector(lambda d, s: lang.vector.rsqrt(d, s, n), x, dtype=dtype)
+    tol = dict(rtol=1e-3) if dtype == np.float16 else dict(rtol=1e-6)
+    np.testing.assert_allclose(out.astype(np.float64), 1 / np.sqrt(x.astype(np.float64)), **tol)
+    x32 = x.astype(np.float32)
+    rs_cyc, rs_n = _vector_cycles(lambda d, s: lang.vector.rsqrt(d, s, n), x32)
+    sq_cyc, _ = _vector_cycles(lambda d, s: lang.sqrt(d, s, n), x32)
+    two_cyc, two_n = _vector_cycles(lambda d, s: (lang.sqrt(d, s, n), lang.reciprocal(d, d, n)), x32)
+    assert rs_cyc == sq_cyc and rs_n == 1 and two_n == 2 and two_cyc == 2 * rs_cyc

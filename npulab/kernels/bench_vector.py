@@ -9,18 +9,21 @@ vector unit or the copies bound the kernel, ``meets_target`` (utilization >= 0.8
 ``core_type`` / ``cores_used``: the kernels are vector-only (``core_type="aiv"``), so on the
 split 910b they run on its 48 AIV cores, on the coupled 910 on its 32 AI cores.
 
-The GELU rows: ``approximate="none"`` is the exact-erf form (Phi as a sigmoid of a fitted
-odd polynomial, within the fp32 tolerance of x Phi(x)), and ``approximate="tanh"`` is GELU as
+The GELU rows: ``approximate="none"`` is the exact-erf form (relu(x) - |x| (1 - Phi(|x|)), the
+normal tail as exp of a fitted polynomial, within the fp32 tolerance of x Phi(x)), and
+``approximate="tanh"`` is GELU as
 CANN computes it: ops-nn's Gelu kernel evaluates x / (1 + exp(-sqrt(8/pi) (x + 0.044715 x^3))),
 which is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) rewritten with
 exp; the kernel's ``gelu_tanh`` is that formula. ``compute_dtype`` says which dtype the
-arithmetic ran in (fp16 GELU-tanh runs in fp16, as Ascend C's ``Gelu<half>`` does; the other
-fp16 kernels widen to fp32).
+arithmetic ran in: fp16 GELU (both forms) runs in fp16, as Ascend C's ``Gelu<half>`` does for
+the tanh form (ops-nn's GeluV2 widens fp16 for the erf form); fp16 LayerNorm widens to fp32;
+fp16 Softmax takes the row max and x - max in fp16 and the rest in fp32 ("float16/float32";
+ops-nn widens first).
 
 Everything runs in timing mode on the simulator's cost model as it stands; nothing here tunes
-the model. Rows that miss the target are vector-bound: the passes a widened fp16 tile needs
-(two casts plus the fp32 arithmetic, an exp costing four passes) exceed what the GM bandwidth
-of a core leaves; ``vector_cycles`` against ``lower_bound_cycles`` shows it.
+the model. Rows that miss the target are vector-bound: the passes a tile needs (for widened
+fp16 two casts plus the fp32 arithmetic, an exp costing four passes) exceed what the GM
+bandwidth of a core leaves; ``vector_cycles`` against ``lower_bound_cycles`` shows it.
 """
 from __future__ import annotations
 
@@ -53,8 +56,8 @@ def _row(op, shape, dt, chip, tiling, trace, nbytes, seconds, **extra) -> dict:
             "sim_seconds": seconds, **extra}
 
 
-GELU_FORMS = (("none", "gelu_erf", "x * Phi(x) (exact form): x / (1 + exp(-x q(x^2))), q fitted to "
-                                   "the logit of Phi, within the fp32 tolerance"),
+GELU_FORMS = (("none", "gelu_erf", "x * Phi(x) (exact form): relu(x) - |x| exp(E(|x|)), E fitted to "
+                                   "log(1 - Phi), within the fp32 tolerance"),
               ("tanh", "gelu_tanh", "x / (1 + exp(-sqrt(8/pi) * (x + 0.044715 x^3))) (CANN's Gelu)"))
 
 
@@ -82,7 +85,7 @@ def bench_vector(chip=("910", "910b"), shape=BERT, dtypes=(np.float16, np.float3
         t = softmax_tiling(shape, dt, -1, chip)
         _, tr = launch_softmax(x, t, chip, "timing")
         rows_out.append(_row("SoftmaxV2", shape, dt, chip, t, tr, io, time.perf_counter() - t0,
-                             compute_dtype="float32"))
+                             compute_dtype="float16/float32" if t.narrow else "float32"))
         for approximate, act, formula in GELU_FORMS:
             t0 = time.perf_counter()
             t = activation_tiling(x.size, dt, act, chip)

@@ -7,8 +7,11 @@ What you learn here (lab 07):
   so every reduction stays inside one tile: no cross-core or cross-tile sums;
 * reductions along a row use the 2-D vector forms (``reduce_sum_rows``: WholeReduceSum over
   each repeat, then over the partials), and per-row statistics are broadcast back with
-  ``sub_per_row`` / ``mul_per_row`` (Brcb + a repeat stride of one row); gamma and beta are one
-  row reused for every row (``mul_per_col``: repeat stride 0);
+  ``sub_per_row`` / ``mul_per_row`` (Brcb + a repeat stride of one row: one instruction a row
+  or a column chunk, each paying the vector start-up); LayerNorm copies gamma and beta into
+  every row of a whole tile once a block, so y * gamma + beta is one ``FusedMulAdd`` over the
+  tile (RMSNorm keeps gamma one row reused for every row, ``mul_per_col``: repeat stride 0);
+  1 / sqrt(var + eps) is one ``Rsqrt``;
 * fp16 kernels widen each tile to fp32 with ``cast``, compute in fp32 and round once on the way
   out, as ops-nn's LayerNorm and RMSNorm do (the cast is a vector pass and is paid for).
 
@@ -33,8 +36,9 @@ BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
 MIN_TILES_PER_BLOCK = 16    # split a block at least this finely so copies and compute overlap
                             # (fewer, larger tiles pay fewer vector start-ups but more fill and
                             # drain; 16 is the best at BERT sizes on the 910, see bench_vector)
-MIN_TILES_WIDENED = 12      # the same for fp16 tiles widened to fp32 (vector-bound: larger
-                            # tiles amortise the per-row-chunk instructions' start-ups)
+MIN_TILES_WIDENED = 13      # the same for fp16 tiles widened to fp32 (vector-bound: larger
+                            # tiles amortise the per-row-chunk instructions' start-ups; 13 is
+                            # the best for fp16 LayerNorm and Softmax on the 910b, bench_vector)
 # three slots a queue: a read pays its copy start-up on top of its bytes, and with two slots
 # the next read often starts too late to finish before the vector unit wants it. In Ascend C
 # the slot count is InitBuffer's ``num`` (uint8_t; 1 = single, 2 = double buffering; every
@@ -67,6 +71,9 @@ class RowTiling:
     buffer_num: int     # slots of the in and out queues: 2 = double buffering, 3 = triple
     ub_bytes: int       # UB the kernel reserves (for the reader; checked against the chip)
     ramp: int = 2       # smaller tiles at both ends of a block (ramp_tiles)
+    param_rows: int = 0  # fp32 parameter rows (gamma, beta) broadcast to a whole tile once a block
+    narrow: bool = False  # fp16: run the kernel's leading steps in fp16 before widening
+                          # (Softmax: the row max, exact in fp16, and x - max); see KernelSoftmaxAR
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,13 +85,15 @@ class RowTiling:
 
 def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, fixed_bytes: int = 0,
                stats: int = 2, buffer_num: int = BUFFER_NUM, tile_rows: int | None = None,
-               ramp: int = 2) -> RowTiling:
+               ramp: int = 2, param_rows: int = 0, narrow: bool = False) -> RowTiling:
     """Split ``rows`` rows of ``cols`` elements over the cores and into UB tiles.
 
     A tile of r rows holds ``buffer_num`` in slots and ``buffer_num`` out slots of r x cols
     ``dtype``, plus ``work_rows`` fp32 scratch rows of r x cols (the kernel's temporaries);
     ``fixed_bytes`` is what the kernel keeps for the whole block (gamma, beta); ``stats`` fp32
-    values a row hold per-row statistics (mean, 1/std, ...).
+    values a row hold per-row statistics (mean, 1/std, ...); ``param_rows`` fp32 rows a tile row
+    hold parameters broadcast to the whole tile (LayerNorm's gamma and beta, see
+    KernelLayerNorm); ``narrow`` (fp16) adds an fp16 statistic a row.
     tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block
     (1/MIN_TILES_WIDENED for fp16); the kernel runs smaller tiles at both ends (ramp_tiles).
     """
@@ -96,14 +105,17 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
         raise ShapeError(f"{what}: buffer_num must be at least 1, got {buffer_num}")
     block_factor = -(-rows // chip.cores_for("aiv"))
     block_dim = -(-rows // block_factor)
-    per_row = 2 * buffer_num * cols * dt.itemsize + work_rows * cols * F32.itemsize + stats * 4
-    slack = (2 * buffer_num + work_rows + 4) * BLOCK_BYTES      # 32-byte rounding of each buffer
+    narrow = bool(narrow) and dt != F32
+    per_row = (2 * buffer_num * cols * dt.itemsize + (work_rows + param_rows) * cols * F32.itemsize
+               + stats * 4 + 2 * narrow)
+    slack = (2 * buffer_num + work_rows + param_rows + 5) * BLOCK_BYTES   # 32-byte rounding of each buffer
     free = chip.buffers.ub - fixed_bytes - slack
     fit = free // per_row
     if fit < 1:
         raise ShapeError(
             f"{what}: one row of {cols} elements needs {per_row + fixed_bytes + slack:,} B of UB "
-            f"({2 * buffer_num} {dt} slots + {work_rows} fp32 scratch rows + {fixed_bytes:,} B kept), "
+            f"({2 * buffer_num} {dt} slots + {work_rows + param_rows} fp32 scratch and parameter rows + "
+            f"{fixed_bytes:,} B kept), "
             f"and chip '{chip.name}' has {chip.buffers.ub:,} B. Normalise fewer elements at once "
             f"(a smaller last dimension) or use a chip with a larger UB.")
     if tile_rows is None:
@@ -114,7 +126,8 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
     elif not 1 <= tile_rows <= fit:
         raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
     ub = fixed_bytes + tile_rows * per_row + slack
-    return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub, ramp)
+    return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub, ramp,
+                     int(param_rows), narrow)
 
 
 def ramp_tiles(total: int, tile: int, unit: int = 1, ramp: int = 2) -> list[int]:
@@ -247,6 +260,7 @@ class RowKernel:
         y = self.out_y.alloc_tensor(self.dtype)
         count = n * self.cols
         if self.wide:
+            self.narrow_rows(x, n)
             x32 = self.work[-1]
             lang.cast(x32, x, "none", count)
             self.in_x.free_tensor(x)
@@ -262,13 +276,34 @@ class RowKernel:
         copy(self.y_gm[r0 * self.cols:], y, n * self.cols)
         self.out_y.free_tensor(y)
 
+    def narrow_rows(self, x, n: int) -> None:
+        """Steps run on the fp16 tile ``x`` (n rows, in place) before it is widened; none by
+        default (see KernelSoftmaxAR)."""
+
     def compute_rows(self, x32, out32, n: int) -> None:   # pragma: no cover - abstract
         raise NotImplementedError
+
+    def broadcast_rows(self, dst, row, rows: int) -> None:
+        """dst[r, :] = row for r < rows (fp32): one Adds (x + 0, a vector copy) of the first
+        row, then doubling copies of the rows already filled: about log2(rows) + 1 Adds."""
+        cols = self.cols
+        lang.adds(dst, row, 0.0, cols)
+        done = 1
+        while done < rows:
+            k = min(done, rows - done)
+            lang.adds(dst[done * cols:], dst, 0.0, k * cols)
+            done += k
 
 
 # -- LayerNorm -------------------------------------------------------------------------------
 class KernelLayerNorm(RowKernel):
-    """y = (x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance)."""
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance).
+
+    With ``t.param_rows`` = 2, gamma and beta are copied into every row of a whole fp32 tile
+    once a block, so the affine step y * gamma + beta is one FusedMulAdd over the tile (a few
+    long instructions) instead of a per-column form (one instruction a row, or a column chunk,
+    each paying the vector start-up); with 0 they stay one row reused by every row
+    (``fused_mul_add_per_col``, repeat stride 0)."""
     WORK_ROWS = 1
     STATS = 2
 
@@ -276,6 +311,22 @@ class KernelLayerNorm(RowKernel):
         super().__init__(x, y, t, "x")
         self.eps = eps
         self.gamma, self.beta = self.load_params([gamma, beta], "gamma_beta")
+        self.tiled = [None, None]
+        present = [k for k, p in enumerate((self.gamma, self.beta)) if p is not None]
+        if t.param_rows and present:
+            if t.param_rows < len(present):
+                raise ShapeError(f"LayerNorm: param_rows={t.param_rows} fp32 rows a tile row, and gamma "
+                                 f"and beta need {len(present)}; use layer_norm_tiling")
+            if t.cols * 4 % BLOCK_BYTES:
+                raise ShapeError(f"LayerNorm: param_rows needs rows that start on 32-byte blocks "
+                                 f"(cols a multiple of 8), got cols={t.cols}")
+            buf = TBuf(VECCALC, "gamma_beta_tile")
+            span = t.tile_rows * t.cols
+            self.pipe.init_buffer(buf, len(present) * span * 4)
+            tiles = buf.get(F32)
+            for j, k in enumerate(present):
+                self.tiled[k] = tiles[j * span:]
+                self.broadcast_rows(self.tiled[k], (self.gamma, self.beta)[k], t.tile_rows)
 
     def compute_rows(self, x32, out32, n):
         cols = self.cols
@@ -288,11 +339,22 @@ class KernelLayerNorm(RowKernel):
         lang.reduce_sum_rows(rstd, sq, n, cols)
         lang.muls(rstd, rstd, 1.0 / cols, n)                    # biased variance, as torch
         lang.adds(rstd, rstd, self.eps, n)
-        lang.sqrt(rstd, rstd, n)
-        lang.reciprocal(rstd, rstd, n)
-        # y = (x - mean) * rstd, then y * gamma + beta as one FusedMulAdd (gamma and beta one
-        # row reused by every row): a pass fewer than a Mul and an Add
-        if self.gamma is not None and self.beta is not None:
+        V.rsqrt(rstd, rstd, n)                                  # 1 / sqrt(var + eps): Rsqrt
+        g, b = self.tiled
+        count = n * cols
+        if g is not None and b is not None:
+            # y = (x - mean) * rstd, then y * gamma + beta as one FusedMulAdd over the tile
+            lang.mul_per_row(out32, x32, rstd, n, cols)
+            V.fused_mul_add(out32, g, b, count)
+        elif g is not None:
+            lang.mul_per_row(x32, x32, rstd, n, cols)
+            lang.mul(out32, x32, g, count)
+        elif b is not None:
+            lang.mul_per_row(x32, x32, rstd, n, cols)
+            lang.add(out32, x32, b, count)
+        # the per-column forms: gamma and beta one row reused by every row (repeat stride 0);
+        # FusedMulAdd does y * gamma + beta in one pass, a pass fewer than a Mul and an Add
+        elif self.gamma is not None and self.beta is not None:
             lang.mul_per_row(out32, x32, rstd, n, cols)
             V.fused_mul_add_per_col(out32, self.gamma, self.beta, n, cols)
         elif self.gamma is not None:
@@ -310,13 +372,16 @@ def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
 
 
 def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
-                      tile_rows: int | None = None) -> RowTiling:
+                      tile_rows: int | None = None, param_tile: bool = True) -> RowTiling:
     """LayerNorm: one fp32 scratch row set (x - mean squared) a tile, plus the fp32 copy for
-    fp16; gamma and beta kept for the block."""
+    fp16; gamma and beta kept for the block, and (``param_tile``, when fp32 rows start on
+    32-byte blocks: cols a multiple of 8) broadcast to a whole fp32 tile each (two more fp32
+    rows a tile row) so the affine step is one FusedMulAdd."""
     wide = np.dtype(dtype) != F32
     fixed = 2 * _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
     return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=1 + wide,
-                      fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows)
+                      fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows,
+                      param_rows=2 if param_tile and cols * 4 % BLOCK_BYTES == 0 else 0)
 
 
 def check_layer_norm(x_shape, x_dtype, normalized_shape, w_spec=None, b_spec=None) -> int:

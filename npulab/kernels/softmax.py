@@ -13,7 +13,9 @@ Two kernels, picked by the host tiling (the ``tiling key`` of ops-nn):
   are elementwise ``max`` / ``add`` of rows, broadcast back with ``sub_per_col`` /
   ``mul_per_col``.
 
-fp16 tiles are widened to fp32 (cast) and rounded once at the end.
+fp16 tiles are widened to fp32 (cast) and rounded once at the end; the AR kernel first takes
+the row max and x - max on the fp16 tile (``narrow``, the default: half the repeats of those
+two steps; ops-nn widens first, ``narrow=False``), see :class:`KernelSoftmaxAR`.
 """
 from __future__ import annotations
 
@@ -30,17 +32,34 @@ from .norm import BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up,
 
 # -- AR: softmax over the last axis --------------------------------------------------------
 class KernelSoftmaxAR(RowKernel):
+    """softmax over rows of a tile. fp16 with ``t.narrow`` (the default of softmax_ar_tiling):
+    the row max and x - max run on the fp16 tile before it is widened, half the repeats of the
+    fp32 form; exp, the sum and the scaling run in fp32. ops-nn's SoftmaxV2 (and Ascend C's
+    SoftMax<half>) widen first and do all of it in fp32. The row max is exact in fp16; x - max
+    rounds to fp16 once (relative error 2**-11 of x - max), which moves exp(x - max) by at most
+    |x - max| * 2**-11 relative: at most 0.37 * 2**-11 ~ 1.8e-4 of the result's scale, inside
+    the fp16 tolerance. ``narrow=False`` is the widened path."""
     WORK_ROWS = 0
     STATS = 2
 
     def __init__(self, x, y, t: RowTiling):
         super().__init__(x, y, t, "x")
+        if self.wide and t.narrow:
+            b = TBuf(VECCALC, "max16")
+            self.pipe.init_buffer(b, _round_up(t.tile_rows * self.dtype.itemsize, BLOCK_BYTES))
+            self.mx16 = b.get(self.dtype)
+
+    def narrow_rows(self, x, n):
+        if self.t.narrow:
+            lang.reduce_max_rows(self.mx16, x, n, self.cols)
+            lang.sub_per_row(x, x, self.mx16, n, self.cols)  # x - max <= 0, in fp16
 
     def compute_rows(self, x32, out32, n):
         cols = self.cols
         mx, sm = self.stats
-        lang.reduce_max_rows(mx, x32, n, cols)
-        lang.sub_per_row(x32, x32, mx, n, cols)            # x - max <= 0: exp cannot overflow
+        if not (self.wide and self.t.narrow):
+            lang.reduce_max_rows(mx, x32, n, cols)
+            lang.sub_per_row(x32, x32, mx, n, cols)        # x - max <= 0: exp cannot overflow
         lang.exp(x32, x32, n * cols)
         lang.reduce_sum_rows(sm, x32, n, cols)
         lang.reciprocal(sm, sm, n)
@@ -52,10 +71,12 @@ def softmax_ar_kernel(x, y, t: RowTiling) -> None:
 
 
 def softmax_ar_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
-                      tile_rows: int | None = None) -> RowTiling:
+                      tile_rows: int | None = None, narrow: bool = True) -> RowTiling:
+    """``narrow`` (fp16 only): the row max and x - max in fp16 before widening (KernelSoftmaxAR);
+    False widens first and runs every step in fp32, as ops-nn does."""
     wide = np.dtype(dtype) != F32
     return row_tiling(rows, cols, dtype, chip, what="SoftmaxV2", work_rows=int(wide), stats=2,
-                      buffer_num=buffer_num, tile_rows=tile_rows)
+                      buffer_num=buffer_num, tile_rows=tile_rows, narrow=narrow)
 
 
 # -- RA: softmax over a middle axis --------------------------------------------------------

@@ -142,6 +142,11 @@ exp = _unary("exp", _in_fp32(np.exp), slow=True)
 ln = _unary("ln", _in_fp32(np.log), slow=True)
 sqrt = _unary("sqrt", _in_fp32(np.sqrt), slow=True)
 reciprocal = _unary("reciprocal", _in_fp32(lambda x: 1.0 / x), slow=True)
+# Ascend C ``Rsqrt`` (dst = 1 / sqrt(src), half and float; asc-devkit API reference "Rsqrt",
+# atlasascendc_api_07_0030, lists the Atlas training and A2/A3 series): one transcendental
+# instruction where sqrt + reciprocal are two, costed as they are (start-up + repeats x the
+# transcendental cycles a repeat)
+rsqrt = _unary("rsqrt", _in_fp32(lambda x: 1.0 / np.sqrt(x)), slow=True)
 
 ROUND_MODES = ("none", "rint", "floor", "ceil", "round", "trunc")
 
