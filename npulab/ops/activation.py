@@ -44,7 +44,8 @@ def _gelu_run(arrays, t, chip, mode, approximate="none"):
 
 
 register("Gelu", "activation", _gelu_tiling, _gelu_run,
-         "y = x * Phi(x) (approximate='none', polynomial erf) or the tanh form; fp16 (fp32 inside)/fp32")
+         "y = x * Phi(x) (approximate='none': relu(x) minus the normal tail, exp of a fitted polynomial) "
+         "or the tanh form; fp16 (computed in fp16)/fp32")
 
 
 def _softmax_tiling(specs, chip, dim=-1):
@@ -57,7 +58,8 @@ def _softmax_run(arrays, t, chip, mode, dim=-1):
 
 
 register("SoftmaxV2", "activation", _softmax_tiling, _softmax_run,
-         "numerically stable softmax along any axis; fp16 (fp32 inside)/fp32")
+         "numerically stable softmax along any axis; fp16 (row max and x - max in fp16, the rest in "
+         "fp32)/fp32")
 
 
 def _out(y, trace, return_trace):
@@ -77,9 +79,10 @@ def silu(input, *, chip="910", return_trace: bool = False):
 
 
 def gelu(input, approximate: str = "none", *, chip="910", return_trace: bool = False):
-    """``torch.nn.functional.gelu``: x * Phi(x) with ``approximate="none"`` (erf, by a
-    polynomial with |error| <= 1.5e-7) or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    with ``approximate="tanh"``."""
+    """``torch.nn.functional.gelu``: x * Phi(x) with ``approximate="none"`` (exact form:
+    relu(x) - |x| (1 - Phi(|x|)), the normal tail as exp of a fitted polynomial, within the
+    tolerance table) or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with
+    ``approximate="tanh"``. fp16 input is computed in fp16 (see kernels.activation)."""
     if approximate not in _GELU:
         raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     y, trace = dispatch("Gelu", np.asarray(input), chip=chip, approximate=approximate)
