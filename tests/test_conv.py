@@ -189,6 +189,100 @@ def test_pack_weight_is_fractal_z():
     np.testing.assert_array_equal(K.pack_input(x[:, :, None], t)[:, 0, :, 0], F.nchw_to_nc1hwc0(x))
 
 
+# -- C04: the small-channel first-layer format ---------------------------------------------------
+@pytest.mark.parametrize("case", [(2, 3, 16, 12, 8, 7, 2, 3, True), (1, 1, 8, 8, 20, 3, 1, 1, False),
+                                  (2, 4, 12, 4, 32, 5, 1, 2, True), (1, 2, 9, 8, 16, 3, 2, 0, False)])
+def test_c04_conv_matches_torch(case):
+    """Cin <= 4 in float16 runs in C04 (K = taps x 4 padded once) and matches torch and the
+    plain NC1HWC0 path."""
+    n, cin, h, w, cout, k, s, p, bias = case
+    rng = np.random.default_rng(cin * 7 + k)
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float16)
+    wt = rng.standard_normal((cout, cin, k, k)).astype(np.float16)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    t = K.make_problem((n, cin, 1, h, w), (cout, cin, 1, k, k), np.float16, (1, s, s),
+                       ((0, 0), (p, p), (p, p)), has_bias=bias)
+    assert t.c04 and t.c0 == 4 and t.c1 == 1 and t.k == F.round_up(k * k * 4, 16)
+    for chip in ("teach", "910"):
+        y = ops.conv2d(x, wt, b, s, p, chip=chip)
+        assert_close(y, _ref2d(x, wt, b, s, p, 1, 1), unit="cube")
+    plain = default_tiling(replace(t, c04=False), "teach")
+    y_plain, _ = K.run_conv(x[:, :, None], wt[:, :, None], plain, 1,
+                            bias=None if b is None else b.astype(np.float32))
+    y_c04, _ = K.run_conv(x[:, :, None], wt[:, :, None], default_tiling(t, "teach"), 1,
+                          bias=None if b is None else b.astype(np.float32))
+    assert_close(y_c04[:, :, 0], y_plain[:, :, 0], unit="cube")
+
+
+def test_pack_weight_c04_layout():
+    """FRACTAL_Z_C04: column n of K row tap x 4 + c holds w[n, c, tap]; rows past taps x 4 and
+    channels past Cin are zero (checked element by element, independently of the packing)."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((20, 3, 1, 3, 3)).astype(np.float16)
+    t = K.make_problem((1, 3, 1, 8, 8), (20, 3, 1, 3, 3), np.float16)
+    z = K.pack_weight(w, t, 1)
+    assert z.shape == (1, 48 // 16, 2, 16, 16)
+    for kk in range(48):
+        for nn in range(32):
+            got = z[0, kk // 16, nn // 16, nn % 16, kk % 16]
+            tap, c = divmod(kk, 4)
+            want = w[nn, c, 0, tap // 3, tap % 3] if nn < 20 and c < 3 and tap < 9 else 0
+            assert got == want, (kk, nn)
+
+
+def test_c04_stem_does_less_cube_work():
+    """The ResNet stem shape (3 channels, 7 x 7 / 2) at a small map: C04 multiplies K = 208
+    columns instead of 16 x 49 = 784, and the kernel is faster."""
+    prob = K.make_problem((1, 3, 1, 32, 32), (64, 3, 1, 7, 7), np.float16, (1, 2, 2),
+                          ((0, 0), (3, 3), (3, 3)))
+    c04 = K.simulate(default_tiling(prob, "910"), "910")
+    plain = K.simulate(default_tiling(replace(prob, c04=False), "910"), "910")
+    assert prob.k == 208 and replace(prob, c04=False).k == 784
+    assert c04.summary()["cube_flops"] * 3 < plain.summary()["cube_flops"]
+    assert c04.cycles < plain.cycles
+
+
+def test_c04_errors():
+    with pytest.raises(ShapeError, match="C04 format needs float16, at most 4 input channels"):
+        K.make_problem((1, 5, 1, 8, 8), (8, 5, 1, 3, 3), np.float16, c04=True)
+    with pytest.raises(ShapeError, match="W a multiple of 4"):
+        K.make_problem((1, 3, 1, 9, 9), (8, 3, 1, 3, 3), np.float16, c04=True)
+    assert not K.make_problem((1, 3, 1, 8, 8), (8, 3, 1, 3, 3), np.int8).c04
+    assert not K.make_problem((1, 4, 1, 8, 8), (8, 2, 1, 3, 3), np.float16, groups=2).c04
+
+
+# -- map_resident: a core's input rows stay in L1 ----------------------------------------------------
+@pytest.mark.parametrize("case", [(3, 40, 9, 36, 3, 1, 1, 32, 16, 6, 1, True, False),
+                                  (2, 20, 10, 16, 3, 2, 1, 16, 16, 4, 2, False, False),
+                                  (2, 3, 16, 16, 7, 2, 3, 32, 16, 2, 1, True, True),
+                                  (1, 64, 14, 32, 3, 1, 1, 48, 32, 2, 4, True, False)])
+def test_map_resident_matches_torch_and_reads_less(case):
+    """Teams whose cores keep their run of input rows in L1 (race-checked functional run): the
+    same answer as torch, never more GM reads than reloading each tile's slab, fewer when
+    neighbouring tiles share halo rows."""
+    n, cin, h, cout, k, s, p, tm, tn, bd, c1s, res, c04 = case
+    rng = np.random.default_rng(cin + k)
+    x = rng.standard_normal((n, cin, h, h)).astype(np.float16)
+    wt = rng.standard_normal((cout, cin, k, k)).astype(np.float16)
+    prob = K.make_problem((n, cin, 1, h, h), (cout, cin, 1, k, k), np.float16, (1, s, s),
+                          ((0, 0), (p, p), (p, p)), c04=c04)
+    t = replace(prob, tile_m=tm, tile_n=tn, block_dim=bd, c1_step=c1s, tile_k0=16, w_resident=res,
+                schedule="teams", map_resident=True)
+    y, tr = K.run_conv(x[:, :, None], wt[:, :, None], t, 1, chip="teach", check_races=True)
+    assert_close(y[:, :, 0], _ref2d(x, wt, None, s, p, 1, 1), unit="cube")
+    _, tr_slab = K.run_conv(x[:, :, None], wt[:, :, None], replace(t, map_resident=False), 1,
+                            chip="teach")
+    assert tr.summary()["gm_read_bytes"] <= tr_slab.summary()["gm_read_bytes"]
+    if s == 1:                                  # stride 1: neighbouring tiles share rows
+        assert tr.summary()["gm_read_bytes"] < tr_slab.summary()["gm_read_bytes"]
+
+
+def test_map_resident_needs_teams_and_2d():
+    prob = K.make_problem((1, 16, 1, 8, 8), (16, 16, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    with pytest.raises(ShapeError, match="map_resident is for schedule='teams'"):
+        can_implement(replace(prob, tile_m=16, tile_n=16, map_resident=True, block_dim=2), "teach")
+
+
 def test_boxes_cover_only_what_the_tile_reads():
     t = K.make_problem((1, 16, 1, 56, 56), (16, 16, 1, 1, 1), np.float16)
     boxes, elems = tile_boxes(t.geom, 1, 128, 16, 1)    # a 1x1 conv reads exactly its 128 pixels

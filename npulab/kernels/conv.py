@@ -11,6 +11,11 @@ What you learn here:
   small (``taper``: the last write, which nothing overlaps, is short);
 * with ``w_resident`` a core keeps its tile column's weights in L1 across its tiles, loaded one
   L1 step at a time during the first tile (its first mmad waits for one step, not all);
+* with ``map_resident`` (teams, 2-D) a core keeps the input rows of its whole run of output
+  rows in L1: each tile copies only the rows it adds, so the halo rows that neighbouring tiles
+  share cross GM once (the slab of a tile otherwise reloads them);
+* C04 (:func:`~npulab.kernels.conv_tiling.use_c04`): a map of at most 4 channels moves in
+  blocks of 4 channels and K = taps x 4 is padded to 16 once (the first layer's format);
 * the **block conv-mmad** walks K in L1 steps of C1_STEP channel blocks: the feature map
   moves GM -> L1 (NC1HWC0, one strided copy per image box, MTE2) once per tile, the weights
   move in FRACTAL_Z (already the NZ layout L0B wants: no conversion), then per TILE_K0 columns
@@ -34,8 +39,8 @@ from ..errors import ShapeError
 from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf, data_copy_pad,
                     fixpipe, get_block_idx, load_data, mmad, set_flag, wait_flag)
 from ..lang.conv_load import ConvGeom, Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
-from .conv_tiling import (EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
-                          map_copies, slab_boxes)
+from .conv_tiling import (C04, EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
+                          map_copies, map_rows_to_load, run_rows, slab_boxes, use_c04)
 
 
 # -- host side: the problem and the layouts --------------------------------------------------------
@@ -45,9 +50,12 @@ def conv_output_size(size: int, k: int, stride: int, dilation: int, pad0: int, p
 
 def make_problem(x_shape, w_shape, dtype, stride=(1, 1, 1), pads=((0, 0), (0, 0), (0, 0)),
                  dilation=(1, 1, 1), groups: int = 1, *, has_bias=False, scale="none",
-                 scale_value=1.0, has_offset=False, relu=False, out_dtype=None) -> ConvTiling:
+                 scale_value=1.0, has_offset=False, relu=False, out_dtype=None,
+                 c04: bool | None = None) -> ConvTiling:
     """The ConvTiling of a problem (tiles not chosen yet). x_shape (N, Cin, D, H, W), w_shape
-    (Cout, Cin / groups, kd, kh, kw); pads ((front, back), (top, bottom), (left, right))."""
+    (Cout, Cin / groups, kd, kh, kw); pads ((front, back), (top, bottom), (left, right)).
+    ``c04``: use the small-channel C04 formats (default: when
+    :func:`~npulab.kernels.conv_tiling.use_c04` says CANN would)."""
     dt = np.dtype(dtype)
     if dt not in SUPPORTED:
         raise ShapeError(f"conv: dtype {dt} is not supported; expected float16, float32 or int8")
@@ -70,14 +78,22 @@ def make_problem(x_shape, w_shape, dtype, stride=(1, 1, 1), pads=((0, 0), (0, 0)
     e = enlarge(groups, cin_g, cout_g, c0)
     if out_dtype is None:
         out_dtype = ("float16" if scale != "none" else "int32") if dt == np.int8 else dt.name
+    ok = use_c04(dt, cin, groups, w) and d == kd == 1     # Conv2D's format (CANN: Conv2DV2)
+    if c04 is None:
+        c04 = ok
+    elif c04 and not ok:
+        raise ShapeError(f"conv: the C04 format needs float16, at most {C04} input channels, one "
+                         f"group, a 2-D conv and a row of whole 32-byte blocks (W a multiple of 4); "
+                         f"got {dt}, {cin} channels, groups={groups}, D={d}, W={w}")
     return ConvTiling(batch=n, groups=-(-groups // e), cin_e=e * cin_g, cout_e=e * cout_g, cout=cout,
                       geom=geom, dtype=dt.name, out_dtype=np.dtype(out_dtype).name, has_bias=has_bias,
-                      scale=scale, scale_value=float(scale_value), has_offset=has_offset, relu=relu)
+                      scale=scale, scale_value=float(scale_value), has_offset=has_offset, relu=relu,
+                      c04=bool(c04))
 
 
 def pack_input(x: np.ndarray, t: ConvTiling) -> np.ndarray:
     """(N, Cin, D, H, W) -> (N, G', C1, D, H, W, C0): per enlarged group, channels padded with
-    zeros to C1 x C0 (NC1HWC0 for one group and D = 1)."""
+    zeros to C1 x C0 (NC1HWC0 for one group and D = 1; NC1HWC0_C04, C1 = 1, C0 = 4, with c04)."""
     n, cin, d, h, w = x.shape
     g, ce, c0, c1 = t.groups, t.cin_e, t.c0, t.c1
     xp = np.zeros((n, g * ce, d, h, w), dtype=x.dtype)
@@ -90,8 +106,19 @@ def pack_input(x: np.ndarray, t: ConvTiling) -> np.ndarray:
 def pack_weight(wt: np.ndarray, t: ConvTiling, groups: int) -> np.ndarray:
     """(Cout, Cin_g, kd, kh, kw) -> FRACTAL_Z per enlarged group (G', C1 x taps, N1, 16, C0):
     the merged groups' weights block-diagonal, zeros elsewhere. For one group and kd = 1 this
-    is :func:`npulab.formats.nchw_to_fractal_z`."""
+    is :func:`npulab.formats.nchw_to_fractal_z`.
+
+    C04 (FRACTAL_Z_C04): one group, K = (tap, channel) with 4 channels per tap, padded with
+    zeros to K0 once: (1, K / 16, N1, 16, 16)."""
     cout, cin_g, kd, kh, kw = wt.shape
+    if t.c04:
+        taps, kk = kd * kh * kw, t.k
+        w4 = np.zeros((t.n1 * 16, taps, C04), dtype=wt.dtype)
+        w4[:cout, :, :cin_g] = wt.reshape(cout, cin_g, taps).transpose(0, 2, 1)
+        wk = np.zeros((t.n1 * 16, kk), dtype=wt.dtype)
+        wk[:, :taps * C04] = w4.reshape(t.n1 * 16, taps * C04)
+        z = wk.reshape(t.n1, 16, kk // t.k0, t.k0).transpose(2, 0, 1, 3)
+        return np.ascontiguousarray(z.reshape(1, kk // t.k0, t.n1, 16, t.k0))
     cout_g = cout // groups
     e = t.cin_e // cin_g
     g, c0, c1, n1 = t.groups, t.c0, t.c1, t.n1
@@ -127,11 +154,15 @@ class BlockConvMmad:
         item, c0 = dt.itemsize, t.c0
         self.n16 = F.round_up(t.tile_n, 16)
         slab = t.c1_step * slab_elems(t) * item
-        wts = t.c1_step * t.geom.taps * c0 * self.n16 * item
+        wts = t.step_k(t.c1_step) * self.n16 * item
         self.a1, self.b1 = Queue(A1, "map_l1"), Queue(B1, "w_l1")
         self.a2, self.b2 = Queue(A2, "img2col_l0a"), Queue(B2, "w_l0b")
         self.c = Queue(CO1, "c_l0c")
-        pipe.init_buffer(self.a1, t.l1_buffers, slab)
+        if t.map_resident:                           # one slot: the run's rows, all C1 blocks
+            pipe.init_buffer(self.a1, 1, t.c1 * slab_elems(t) * item)
+        else:
+            pipe.init_buffer(self.a1, t.l1_buffers, slab)
+        self.run, self.map_res = None, None
         if t.w_resident:                             # one slot: the column's FRACTAL_Z window
             pipe.init_buffer(self.b1, 1, t.k * self.n16 * item)
         else:
@@ -152,10 +183,30 @@ class BlockConvMmad:
         for dst, src, count, length, s_stride, d_stride in map_copies(t, boxes, cs, c1_elems):
             data_copy_strided(a1[dst:], x_gm[at + src:], count, length, s_stride, d_stride)
 
-    def _w_src(self, grp: int, n_idx: int, c1_lo: int) -> int:
-        """FRACTAL_Z offset of K block row (c1_lo, tap 0), first fractal column of n tile n_idx."""
+    def load_run_rows(self, x_gm, grp: int, boxes):
+        """map_resident: GM -> L1 the rows this tile reads that the run has not loaded yet
+        (whole rows, every channel block in one strided copy), then hand them to MTE1."""
         t = self.t
-        return ((grp * t.c1 + c1_lo) * t.geom.taps * t.n1 + n_idx * t.tile_n // 16) * 16 * t.c0
+        if self.run is None:
+            p0, m = run_rows(t, get_block_idx())
+            run_boxes, run_elems = slab_boxes(t.geom, t.batch, p0, m, t.c0)
+            self.run = (run_boxes, run_elems, {})
+            self.map_res = self.a1.alloc_tensor(self.dtype)
+        run_boxes, run_elems, loaded = self.run
+        copies = map_rows_to_load(t, run_boxes, run_elems, loaded, boxes)
+        at = grp * t.c1 * self.block
+        for dst, src, count, length, s_stride, d_stride in copies:
+            data_copy_strided(self.map_res[dst:], x_gm[at + src:], count, length, s_stride, d_stride)
+        if copies:
+            self.a1.enque(self.map_res)
+            self.a1.deque()
+        return run_boxes, run_elems
+
+    def _w_src(self, grp: int, n_idx: int, kb: int) -> int:
+        """FRACTAL_Z offset of the K0-deep row holding column ``kb`` of K (= (c1_lo, tap 0) for
+        kb = c1_lo x taps x C0), first fractal column of n tile n_idx."""
+        t = self.t
+        return ((grp * (t.k // t.k0) + kb // t.k0) * t.n1 + n_idx * t.tile_n // 16) * 16 * t.k0
 
     def __call__(self, x_gm, w_gm, grp: int, m_off: int, n_idx: int, m: int, n: int):
         t = self.t
@@ -165,31 +216,39 @@ class BlockConvMmad:
         c = self.c.alloc_tensor(t.acc_dtype)
         first = True
         if t.w_resident and (grp, n_idx) != self.w_col:
-            self.finish()
+            self._release_weights()
             self.w_res, self.w_col, self.w_loaded = self.b1.alloc_tensor(self.dtype), (grp, n_idx), 0
+        if t.map_resident:
+            run_boxes, run_elems = self.load_run_rows(x_gm, grp, boxes)
         for c1_lo in range(0, t.c1, t.c1_step):
             cs = min(t.c1_step, t.c1 - c1_lo)
-            a1 = self.a1.alloc_tensor(self.dtype)
-            self.load_map(a1, x_gm, grp, c1_lo, cs, boxes, c1_elems)
-            self.a1.enque(a1)
+            if not t.map_resident:
+                a1 = self.a1.alloc_tensor(self.dtype)
+                self.load_map(a1, x_gm, grp, c1_lo, cs, boxes, c1_elems)
+                self.a1.enque(a1)
+            kc = t.step_k(cs)
+            kb = c1_lo * taps * c0                   # this step's first column of K
             if t.w_resident:
-                b1, w_row0 = self.w_res, c1_lo * taps * c0
+                b1, w_row0 = self.w_res, kb
                 if c1_lo >= self.w_loaded:           # this step's weights are not in L1 yet
-                    data_copy_strided(b1[w_row0 * n16:], w_gm[self._w_src(grp, n_idx, c1_lo):],
-                                      cs * taps, n16 * c0, t.n1 * 16 * c0)
+                    data_copy_strided(b1[w_row0 * n16:], w_gm[self._w_src(grp, n_idx, kb):],
+                                      kc // t.k0, n16 * t.k0, t.n1 * 16 * t.k0)
                     self.b1.enque(b1)
                     self.b1.deque()
                     self.w_loaded = c1_lo + cs
             else:
                 b1 = self.b1.alloc_tensor(self.dtype)
                 # FRACTAL_Z rows (c1_lo .. c1_lo + cs) x taps, fractal columns of this n tile
-                data_copy_strided(b1, w_gm[self._w_src(grp, n_idx, c1_lo):], cs * taps, n16 * c0,
-                                  t.n1 * 16 * c0)
+                data_copy_strided(b1, w_gm[self._w_src(grp, n_idx, kb):], kc // t.k0, n16 * t.k0,
+                                  t.n1 * 16 * t.k0)
                 self.b1.enque(b1)
                 b1, w_row0 = self.b1.deque(), 0
-            a1 = self.a1.deque()
-            fm = Fmatrix(t.geom, c0, cs, c1_elems, m_off, boxes)
-            kc = cs * taps * c0
+            if t.map_resident:
+                a1 = self.map_res[c1_lo * run_elems:]
+                fm = Fmatrix(t.geom, c0, cs, run_elems, m_off, run_boxes)
+            else:
+                a1 = self.a1.deque()
+                fm = Fmatrix(t.geom, c0, cs, c1_elems, m_off, boxes)
             for k0 in range(0, kc, t.tile_k0):
                 kk = min(t.tile_k0, kc - k0)
                 a2 = self.a2.alloc_tensor(self.dtype)
@@ -204,13 +263,20 @@ class BlockConvMmad:
                 first = False
                 self.a2.free_tensor(a2)
                 self.b2.free_tensor(b2)
-            self.a1.free_tensor(a1)
+            if not t.map_resident:
+                self.a1.free_tensor(a1)
             if not t.w_resident:
                 self.b1.free_tensor(b1)
         self.c.enque(c)
 
     def finish(self):
-        """Give back the resident weights' slot (MTE1 has issued every load that reads it)."""
+        """Give back the resident map and weights (MTE1 has issued every load that reads them)."""
+        if self.map_res is not None:
+            self.a1.free_tensor(self.map_res)
+            self.map_res, self.run = None, None
+        self._release_weights()
+
+    def _release_weights(self):
         if self.w_res is not None:
             self.b1.free_tensor(self.w_res)
             self.w_res, self.w_col, self.w_loaded = None, None, 0
@@ -353,10 +419,10 @@ def run_conv(x: np.ndarray, w: np.ndarray, t: ConvTiling, groups: int, bias=None
     if mode == "functional":
         xp, wp = pack_input(x, t), pack_weight(w, t, groups)
     else:
-        c1c0, taps = t.c1 * t.c0, t.geom.taps
+        c1c0 = t.c1 * t.c0
         g = t.geom
         xp = _Shape(t.batch * t.groups * c1c0 * g.d * g.h * g.w, t.np_dtype)
-        wp = _Shape(t.groups * c1c0 * taps * t.n1 * 16, t.np_dtype)
+        wp = _Shape(t.groups * t.k * t.n1 * 16, t.np_dtype)
     y, trace = launch_conv(xp, wp, t, vectors, chip, mode, check_races)
     return (unpack_output(y, t) if y is not None else None), trace
 
@@ -366,7 +432,7 @@ def simulate(t: ConvTiling, chip="910"):
     g = t.geom
     c1c0 = t.c1 * t.c0
     xp = _Shape(t.batch * t.groups * c1c0 * g.d * g.h * g.w, t.np_dtype)
-    wp = _Shape(t.groups * c1c0 * g.taps * t.n1 * 16, t.np_dtype)
+    wp = _Shape(t.groups * t.k * t.n1 * 16, t.np_dtype)
     vec = {v: _Shape(t.groups * t.cout_e, np.float32) for v in t.vectors}
     return launch_conv(xp, wp, t, vec, chip, "timing")[1]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -43,6 +43,20 @@ EPI_SLOTS = 2              # the epilogue vectors of tile t+1 load while FixPipe
 MAX_MNK = 4095
 L0C_TILE_ELEMS = 32768     # 2 x (TILE_M x TILE_N) fp32 fill the 256 KiB L0C of the 910
 MMAD_STARTUP_SHARE = 0.05  # the default tiling aims for mmads long enough to hide start-up
+C04 = 4                    # channels per block of the C04 formats (NC1HWC0_C04, FRACTAL_Z_C04)
+
+
+def use_c04(dtype, cin: int, groups: int, w: int) -> bool:
+    """Whether a conv runs in the C04 formats, as CANN's Conv2DV2 picks them: at most 4 input
+    channels, one group, not int8 (ops-nn ``conv2d_v2_op_graph.cpp``, ``GetC04EnableFlag``:
+    ``fmapC <= 4 && groups == 1 && weight not int8``). A first layer's 3 RGB channels then fill
+    4 of a block instead of 16, and K = kh x kw x 4 is padded to 16 once (``kbMin =
+    AlignB(4 * hK * wK, k0)`` there) instead of per tap: the 7 x 7 stem's K is 208, not 784.
+    npulab restricts it to float16 (CANN's C04 format lists name float16) and to rows of whole
+    32-byte blocks (W a multiple of 4: the slab is copied in whole rows, see :func:`_box`)."""
+    item = np.dtype(dtype).itemsize
+    return (np.dtype(dtype) == np.float16 and cin <= C04 and groups == 1
+            and (w * C04 * item) % 32 == 0)
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class ConvTiling:
     scale_value: float = 1.0
     has_offset: bool = False
     relu: bool = False
+    c04: bool = False          # the small-channel first-layer format (see :func:`use_c04`): the
+                               # map in C0 = 4 blocks, K = taps x 4 channels padded to 16 once
     # tiles
     tile_m: int = 128
     tile_n: int = 128
@@ -74,6 +90,8 @@ class ConvTiling:
     l0c_buffers: int = 2
     w_resident: bool = False   # the tile column's weights (K x TILE_N) stay in L1, loaded one
                                # L1 step at a time while the first tile computes
+    map_resident: bool = False # teams, 2-D: the input rows of a core's whole run stay in L1;
+                               # each tile loads only the rows it adds (no halo read twice)
     block_dim: int = 1
     schedule: str = "cyclic"   # "cyclic": the matmul block scheduler deals block tiles round-
                                # robin; "teams": each core owns one tile column and a contiguous
@@ -87,8 +105,9 @@ class ConvTiling:
     name: str = "custom"
     sample_loops: int = 0      # > 0: each block runs only its first N block tiles (estimates)
 
-    # -- derived ------------------------------------------------------------------------------
-    @property
+    # -- derived (the hot ones cached on the instance: the tiling search asks them millions of
+    # times; a frozen dataclass compares and hashes by its fields only) -----------------------
+    @cached_property
     def np_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
 
@@ -96,13 +115,25 @@ class ConvTiling:
     def acc_dtype(self) -> np.dtype:
         return ACC_DTYPE[self.np_dtype]
 
-    @property
+    @cached_property
     def c0(self) -> int:
+        """The feature map's channel block: 32 bytes (F.c0_of), or 4 channels with ``c04``."""
+        return C04 if self.c04 else F.c0_of(self.np_dtype)
+
+    @cached_property
+    def k0(self) -> int:
+        """The cube's K block (one fractal's depth, the weights' C0): 32 bytes of the dtype."""
         return F.c0_of(self.np_dtype)
 
-    @property
+    @cached_property
     def c1(self) -> int:
         return -(-self.cin_e // self.c0)
+
+    def step_k(self, cs: int) -> int:
+        """K columns of an L1 step of ``cs`` channel blocks (C04: all of K, padded once)."""
+        if self.c04:
+            return self.k
+        return cs * self.geom.taps * self.c0
 
     @property
     def m(self) -> int:
@@ -110,6 +141,8 @@ class ConvTiling:
 
     @property
     def k(self) -> int:
+        if self.c04:                          # FRACTAL_Z_C04: (tap, c) rows, padded to K0 once
+            return F.round_up(self.geom.taps * C04, self.k0)
         return self.c1 * self.geom.taps * self.c0
 
     @property
@@ -134,7 +167,7 @@ class ConvTiling:
         """The matmul the conv is, as the matmul templates' block scheduler sees it."""
         return MatmulTiling(batch=self.groups, m=self.m, n=self.cout_e, k=self.k, dtype=self.dtype,
                             tile_m=self.tile_m, tile_n=self.tile_n,
-                            tile_k=self.c1_step * self.geom.taps * self.c0, tile_k0=self.tile_k0,
+                            tile_k=self.step_k(self.c1_step), tile_k0=self.tile_k0,
                             l1_buffers=self.l1_buffers, l0_buffers=self.l0_buffers,
                             l0c_buffers=self.l0c_buffers, block_dim=self.block_dim,
                             swizzle_offset=self.swizzle_offset,
@@ -160,7 +193,8 @@ class ConvTiling:
                if self.schedule == "teams" else
                f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'}")
         return (f"{self.tile_m}x{self.tile_n} c1_step={self.c1_step} k0={self.tile_k0}"
-                f"{' w_resident' if self.w_resident else ''} "
+                f"{' w_resident' if self.w_resident else ''}{' map_resident' if self.map_resident else ''}"
+                f"{' c04' if self.c04 else ''} "
                 f"buf={self.l1_buffers}/{self.l0_buffers}/{self.l0c_buffers} "
                 f"{how} blocks={self.block_dim}")
 
@@ -176,12 +210,13 @@ def enlarge(groups: int, cin_g: int, cout_g: int, c0: int) -> int:
 
 
 # -- the slab each M tile reads -----------------------------------------------------------------
-def _box(geom: ConvGeom, img: int, q0: int, q1: int) -> tuple:
+def _box(geom: ConvGeom, img: int, q0: int, q1: int, whole_rows: bool = False) -> tuple:
     """(image, d0, nd, start, length): the input pixels output pixels q0..q1 (inclusive, one
     image) read: depth planes d0..d0+nd-1, and in each the ``length`` pixels from flat index
     ``start`` (= row x W + column). Whole rows, except that the first row is only needed from
     the first output pixel's first tap and the last row up to the last pixel's last tap
-    (when no padding clips them): a 1x1 conv reads exactly its pixels."""
+    (when no padding clips them): a 1x1 conv reads exactly its pixels. ``whole_rows``: every
+    row whole (C04 maps: a pixel is 8 bytes, a burst must be whole 32-byte blocks)."""
     g = geom
     hw = g.oh * g.ow
     od0, oh0, ow0 = q0 // hw, (q0 % hw) // g.ow, q0 % g.ow
@@ -197,6 +232,8 @@ def _box(geom: ConvGeom, img: int, q0: int, q1: int) -> tuple:
         r_lo, r_hi = max(0, r_lo), min(g.h - 1, r_hi)
     else:
         r_lo, r_hi, c_lo, c_hi = 0, g.h - 1, 0, g.w - 1
+    if whole_rows:
+        c_lo, c_hi = 0, g.w - 1
     start, end = r_lo * g.w + c_lo, r_hi * g.w + c_hi
     if d_hi < d_lo or end < start:
         return img, d_lo, 0, start, 0
@@ -219,7 +256,7 @@ def slab_boxes(geom: ConvGeom, batch: int, p0: int, m: int, c0: int) -> tuple:
     boxes, base = [], 0
     for img in range(p0 // P, p1 // P + 1):
         q0, q1 = max(p0, img * P) - img * P, min(p1, img * P + P - 1) - img * P
-        b = _box(geom, img, q0, q1)
+        b = _box(geom, img, q0, q1, whole_rows=c0 == C04)
         boxes.append(b + (base,))
         base += b[2] * b[4] * c0
     return tuple(boxes), max(base, c0)
@@ -233,10 +270,59 @@ def max_slab(geom: ConvGeom, batch: int, tile_m: int, c0: int) -> int:
 
 
 def slab_elems(t: "ConvTiling") -> int:
-    """The largest slab channel block (elements) any block tile of tiling ``t`` needs."""
+    """The largest slab channel block (elements) any block tile of tiling ``t`` needs (with
+    ``map_resident``: that any core's whole run of rows needs)."""
+    if t.map_resident:
+        return _run_slab(t.geom, t.batch, t.c0, t.m, t.tile_m, t.block_dim, t.columns, t.ramp, t.taper)
     if t.schedule != "teams":
         return max_slab(t.geom, t.batch, t.tile_m, t.c0)
     return _teams_slab(t.geom, t.batch, t.c0, t.m, t.tile_m, t.block_dim, t.columns, t.ramp, t.taper)
+
+
+def run_rows(t: "ConvTiling", block: int) -> tuple:
+    """(first row, rows) of the run of output rows team member ``block`` computes (teams)."""
+    team = max(1, t.block_dim // t.columns)
+    tiles = _team_rows(t.m, t.tile_m, team, block % team, t.ramp, t.taper)
+    if not tiles:
+        return 0, 0
+    return tiles[0][0], tiles[-1][0] + tiles[-1][1] - tiles[0][0]
+
+
+@lru_cache(maxsize=1024)
+def _run_slab(geom, batch, c0, m_total, tile_m, block_dim, columns, ramp, taper) -> int:
+    team = max(1, block_dim // columns)
+    out = c0
+    for r in range(team):
+        tiles = _team_rows(m_total, tile_m, team, r, ramp, taper)
+        if tiles:
+            p0 = tiles[0][0]
+            out = max(out, slab_boxes(geom, batch, p0, tiles[-1][0] + tiles[-1][1] - p0, c0)[1])
+    return out
+
+
+def map_rows_to_load(t: "ConvTiling", run_boxes, run_elems: int, loaded: dict, tile_boxes_) -> list:
+    """map_resident: the copies (dst offset, src offset from the group's channel block 0 of
+    image 0, block_count, block_len, src_stride, dst_stride) that bring the rows a tile reads
+    and the run has not loaded yet into the run's slab, whole rows (clipped to the run's box),
+    all C1 channel blocks in one strided copy per image; ``loaded`` {image: flat pixel the run
+    has loaded up to} is updated."""
+    g, c0 = t.geom, t.c0
+    block = g.d * g.h * g.w * c0
+    image = t.groups * t.c1 * block
+    run = {b[0]: b for b in run_boxes}
+    out = []
+    for img, _d0, nd, start, length, _base in tile_boxes_:
+        if nd == 0 or length == 0:
+            continue
+        _, d0r, ndr, start_r, length_r, base_r = run[img]
+        lo = loaded.get(img, start_r)
+        need = -(-(start + length) // g.w) * g.w            # to the end of the tile's last row
+        hi = min(start_r + length_r, need)
+        if hi > lo:
+            out.append((base_r + (lo - start_r) * c0, img * image + d0r * g.h * g.w * c0 + lo * c0,
+                        t.c1, (hi - lo) * c0, block, run_elems))
+            loaded[img] = hi
+    return out
 
 
 @lru_cache(maxsize=1024)
@@ -354,8 +440,16 @@ def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
     dt = t.np_dtype
     item, c0 = dt.itemsize, t.c0
     slab = t.c1_step * slab_elems(t) * item
-    wts = t.c1_step * t.geom.taps * c0 * F.round_up(t.tile_n, 16) * item
+    wts = t.step_k(t.c1_step) * F.round_up(t.tile_n, 16) * item
     epi = EPI_SLOTS * len(t.vectors) * F.round_up(t.tile_n * 4, 32)
+    if t.map_resident:
+        slab = t.c1 * slab_elems(t) * item
+        if t.w_resident:
+            wts = t.k * F.round_up(t.tile_n, 16) * item
+            return _demand(t, slab, wts, epi, f"the run's map {fmt_bytes(slab)} + resident weights "
+                                              f"{fmt_bytes(wts)}", slab + wts + epi)
+        return _demand(t, slab, wts, epi, f"the run's map {fmt_bytes(slab)} + {t.l1_buffers} x weights "
+                                          f"{fmt_bytes(wts)}", slab + t.l1_buffers * wts + epi)
     if t.w_resident:
         wts = t.k * F.round_up(t.tile_n, 16) * item
         return _demand(t, slab, wts, epi, f"{t.l1_buffers} x map slab {fmt_bytes(slab)} + resident "
@@ -381,7 +475,7 @@ def _demand(t, slab, wts, epi, how, l1):
 def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
     chip = get_chip(chip)
     out = []
-    c0 = t.c0
+    c0 = t.k0
     for name, v in (("tile_m", t.tile_m), ("tile_n", t.tile_n)):
         if v < 16 or v % 16 or v > MAX_MNK:
             out.append(f"{name}={v} must be a multiple of 16 in 16..{MAX_MNK // 16 * 16}")
@@ -399,6 +493,9 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
             out.append(f"{name}={getattr(t, name)} must be 0 (even tiles) or a number of fractal rows")
     if t.schedule not in ("cyclic", "teams"):
         out.append(f"schedule={t.schedule!r} must be 'cyclic' or 'teams'")
+    elif t.map_resident and (t.schedule != "teams" or t.geom.d != 1):
+        out.append("map_resident is for schedule='teams' (a core's tiles are one run of rows) and a "
+                   "2-D convolution (D = 1)")
     elif t.schedule == "teams" and t.block_dim % t.columns:
         out.append(f"schedule='teams' requires block_dim ({t.block_dim}) to be a multiple of the "
                    f"{t.columns} tile columns (groups x N tiles); change block_dim or TILE_N, or "
@@ -454,7 +551,8 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     * per L1 step the slowest of the cube (mmads, each with its start-up), MTE1 (img2col and
       weight loads), MTE2 (that step's bytes at the MTE2 rate, or its HBM part at the core's
       read share: the reads of a range by several cores share one fetch, a core's reads and
-      writes split its share of HBM) and the round trip of an L1 slot (copy, latency, compute,
+      writes split its share of HBM; map and weight copies each the longer of their L2 and HBM
+      times) and the round trip of an L1 slot (copy, latency, until MTE1 has expanded it,
       over ``l1_buffers``);
     * FixPipe: the core's writes at its write share;
     * filling the pipeline (the first step's copy and its latency) and draining it (the last
@@ -465,7 +563,9 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     per_step = _per_step(chip, item)
     taps = t.geom.taps
     out_item = np.dtype(t.out_dtype).itemsize
-    work = block_work(replace(t, sample_loops=0), busiest_block(t))
+    busiest = busiest_block(t)
+    work = block_work(replace(t, sample_loops=0), busiest)
+    k0u = t.k0
     if not work:
         return 0.0
     active = min(t.block_dim, chip.ai_cores)
@@ -476,21 +576,33 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
         map_readers, team = max(1, min(t.n_loops, active)), max(1, active // max(1, t.columns))
     steps, tiles = [], []                          # (cube, mte1, map bytes, weight bytes)
     cols_seen = set()
+    if t.map_resident:
+        run_boxes, run_elems = slab_boxes(t.geom, t.batch, *run_rows(t, busiest), c0)
+        loaded: dict = {}
     for grp, m_off, m, n_idx, n in work:
         boxes, c1_elems = slab_boxes(t.geom, t.batch, m_off, m, c0)
+        if t.map_resident:                         # only the rows the run has not loaded yet
+            new_rows = item * sum(c[2] * c[3] for c in map_rows_to_load(t, run_boxes, run_elems,
+                                                                        loaded, boxes))
         m1, n16 = -(-m // 16), F.round_up(n, 16)
         new_col = (grp, n_idx) not in cols_seen
         cols_seen.add((grp, n_idx))
         first_step = len(steps)
         for c1_lo in range(0, t.c1, t.c1_step):
             cs = min(t.c1_step, t.c1 - c1_lo)
-            kc = cs * taps * c0
+            kc = t.step_k(cs)
             ks = [min(t.tile_k0, kc - k) for k in range(0, kc, t.tile_k0)]
-            cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // c0) * per_step for kk in ks)
+            cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // k0u) * per_step for kk in ks)
             mte1 = (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
             l0_trip = (mte1 + len(ks) * p.mte1_startup_cycles + cu) / t.l0_buffers
             wload = (not t.w_resident) or new_col
-            steps.append((max(cu, l0_trip), mte1, cs * c1_elems * item, kc * n16 * item if wload else 0))
+            # an L1 slot is free once MTE1 has expanded its last K0 slice: MTE1 runs ahead of
+            # the cube by the L0 buffers, so the slot waits for all but that many mmads
+            hold = max(mte1 + len(ks) * p.mte1_startup_cycles,
+                       cu * max(0, len(ks) - t.l0_buffers) / len(ks))
+            map_b = (new_rows if c1_lo == 0 else 0) if t.map_resident else cs * c1_elems * item
+            steps.append((max(cu, l0_trip), mte1, map_b, kc * n16 * item if wload else 0,
+                          hold))
         tiles.append((first_step, len(steps), m * n * out_item))
     map_bytes = sum(s[2] for s in steps)
     w_bytes = sum(s[3] for s in steps)
@@ -504,13 +616,17 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     read_share = share * hbm_reads / max(1.0, hbm_reads + writes)
     write_share = share * writes / max(1.0, hbm_reads + writes)
 
+    l2_rate = min(p.mte2_bytes_per_cycle, max(share, chip.memory.l2_bytes_per_cycle / active))
+
     def m2(s):
-        nb = s[2] + s[3]
-        hb = s[2] / map_readers + s[3] * w_frac
-        return max(nb / p.mte2_bytes_per_cycle, hb / max(1e-9, read_share))
+        # each copy takes the longer of its L2 time and its HBM part at the read share
+        # (:mod:`npulab.sim.gm`): map and weight copies separately, then summed
+        rs = max(1e-9, read_share)
+        return (max(s[2] / l2_rate, s[2] / map_readers / rs)
+                + max(s[3] / l2_rate, s[3] * w_frac / rs))
 
     lat2 = p.mte2_startup_cycles
-    compute = sum(max(s[0], s[1], m2(s), (m2(s) + lat2 + s[0]) / t.l1_buffers) for s in steps)
+    compute = sum(max(s[0], s[1], m2(s), (m2(s) + lat2 + s[4]) / t.l1_buffers) for s in steps)
     first = m2(steps[0]) + lat2
     wrate = min(p.fix_bytes_per_cycle, write_share)
     fix = writes / wrate
@@ -539,12 +655,12 @@ def _k0(t: ConvTiling, chip, tm: int, tn: int) -> int:
     item = t.np_dtype.itemsize
     kmax = min(chip.buffer_bytes("L0A") // 2 // (F.round_up(tm, 16) * item),
                chip.buffer_bytes("L0B") // 2 // (F.round_up(tn, 16) * item))
-    return min(kmax // t.c0 * t.c0, 256)
+    return min(kmax // t.k0 * t.k0, 256)
 
 
 def _finish(cand: ConvTiling, c1_step: int, resident: bool, k0: int) -> ConvTiling:
     return replace(cand, c1_step=c1_step, w_resident=resident,
-                   tile_k0=min(k0, F.round_up(c1_step * cand.geom.taps * cand.c0, cand.c0)))
+                   tile_k0=min(k0, F.round_up(cand.step_k(c1_step), cand.k0)))
 
 
 def candidates(t: ConvTiling, chip):
@@ -553,7 +669,7 @@ def candidates(t: ConvTiling, chip):
     team of cores per column (``teams``) with 1 to 8 tiles per core; for each the largest
     TILE_K0 that fits L0A/L0B, C1_STEP halving from C1, weights resident in L1 or streamed."""
     chip = get_chip(chip)
-    c0 = t.c0
+    c0 = t.k0
     seen = set()
     m1 = -(-t.m // 16)
     balanced = []                  # block tiles whose count is close to a multiple of the cores
@@ -580,8 +696,20 @@ def candidates(t: ConvTiling, chip):
             continue
         team = chip.ai_cores // cols
         rows = -(-m1 // team)                     # fractal rows of the busiest member
-        for per_core in range(1, 9):
+        # the tallest tile whose L0A still double-buffers one channel block's taps x C0
+        # (TILE_K0 = a whole step of C1_STEP = 1: the fewest mmads, so the fewest start-ups)
+        tk = t.step_k(1)
+        tm_k = chip.buffer_bytes("L0A") // 2 // (tk * t.np_dtype.itemsize) // 16 * 16
+        tms = []
+        for per_core in range(1, 9):               # 1 to 8 tiles a core, the first that fit
             tm = 16 * -(-rows // per_core)
+            if tm * tn <= L0C_TILE_ELEMS:
+                tms.append(tm)
+                if per_core * 16 >= rows:
+                    break
+        if tk > c0 and 16 <= tm_k < rows * 16:
+            tms.append(tm_k)
+        for tm in tms:
             if tm * tn > L0C_TILE_ELEMS or (tm, tn, "teams") in seen:
                 continue
             seen.add((tm, tn, "teams"))
@@ -589,25 +717,31 @@ def candidates(t: ConvTiling, chip):
                 if max(ramp, taper) < tm // 16:
                     shapes.append(replace(t, tile_m=tm, tile_n=tn, schedule="teams", block_dim=team * cols,
                                           ramp=ramp, taper=taper))
-            if per_core * 16 >= rows:
-                break
     for base in shapes:
         k0 = _k0(base, chip, base.tile_m, base.tile_n)
         if k0 < c0:
             continue
+        # teams with a kernel wider than 1 x 1: also keep each core's input rows in L1
+        maps = (False, True) if base.schedule == "teams" and t.geom.taps > 1 and t.geom.d == 1 else (False,)
         for resident in (True, False):
             for c1_step in _steps(t.c1):
-                cand = _finish(base, c1_step, resident, k0)
-                if not problems(cand, chip):
-                    yield cand
+                for map_res in maps if resident else (False,):      # map resident: weights too
+                    cand = replace(_finish(base, c1_step, resident, k0), map_resident=map_res)
+                    if not problems(cand, chip):
+                        yield cand
 
 
 #: (ramp, taper) pairs the teams candidates try
 TAPERS = ((0, 0), (0, 2), (1, 0), (1, 2), (2, 4))
 #: tilings simulated per search (the best estimates, and the best of each schedule)
-SEARCH_LIMIT = 10
+SEARCH_LIMIT = 12
+#: the search simulates only the best estimates within this factor of the best one, and the best
+#: of each kind (schedule, weights and map resident or not) within KIND_SLACK: the estimate is
+#: within a few per cent for the winners, so the far ones are not worth a simulation
+SEARCH_SLACK = 1.10
+KIND_SLACK = 1.25
 #: below this estimate (cycles) the default tiling trusts the estimate and simulates nothing
-SEARCH_MIN_CYCLES = 20000
+SEARCH_MIN_CYCLES = 2000
 _SEARCHED: dict = {}
 
 
@@ -624,7 +758,7 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
     Every candidate of :func:`candidates` is ranked by :func:`estimate_cycles`. When
     ``search`` (default: when the best estimate passes ``SEARCH_MIN_CYCLES``, i.e. a layer
     worth tuning) the ``SEARCH_LIMIT`` best, plus the best of each schedule with weights resident
-    and streamed, are simulated in
+    and streamed and the map resident or not, are simulated in
     timing mode (no operand data) and the fewest simulated cycles win: the estimate ranks,
     the simulator decides. Results are kept in memory per (chip, problem). Cyclic tilings
     take the swizzle of the matmul templates' :func:`~npulab.kernels.matmul_tiling.best_swizzle`."""
@@ -645,10 +779,14 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
     best = scored[0][2]
     if search or (search is None and scored[0][0] > SEARCH_MIN_CYCLES):
         from .conv import simulate
-        pick = scored[:SEARCH_LIMIT]
-        for kind in (("cyclic", True), ("cyclic", False), ("teams", True), ("teams", False)):
-            top = next((s for s in scored if (s[2].schedule, s[2].w_resident) == kind), None)
-            if top is not None and top not in pick:
+        best_est = scored[0][0]
+        pick = [s for s in scored[:SEARCH_LIMIT] if s[0] <= best_est * SEARCH_SLACK]
+        kinds = [(sch, res, mres) for sch in ("cyclic", "teams") for res in (True, False)
+                 for mres in (False, True)]
+        for kind in kinds:
+            top = next((s for s in scored if (s[2].schedule, s[2].w_resident, s[2].map_resident) == kind),
+                       None)
+            if top is not None and top not in pick and top[0] <= best_est * KIND_SLACK:
                 pick.append(top)
         sims = [(simulate(c, chip).cycles, i, c) for _, i, c in pick]
         best = min(sims, key=lambda s: (s[0], s[1]))[2]
@@ -660,4 +798,4 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
 __all__ = ["ConvTiling", "enlarge", "tile_boxes", "slab_boxes", "max_slab", "slab_elems", "block_work",
            "busiest_block", "buffer_demand", "problems", "can_implement", "estimate_cycles",
            "default_tiling", "candidates", "map_copies", "SUPPORTED", "ACC_DTYPE", "EPI_SLOTS",
-           "SEARCH_LIMIT", "SEARCH_MIN_CYCLES"]
+           "SEARCH_LIMIT", "SEARCH_MIN_CYCLES", "C04", "use_c04", "run_rows", "map_rows_to_load"]

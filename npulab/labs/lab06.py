@@ -43,10 +43,12 @@ SAMPLE_LOOPS = 16                # tilings with more block tiles a core are simu
 
 
 # -- img2col, read back from L0A -------------------------------------------------------------------
-def _problem_2d(x_shape, k, stride, pad, dtype=np.float16, cout=16):
+def _problem_2d(x_shape, k, stride, pad, dtype=np.float16, cout=16, c04=False):
+    """The conv problem; plain NC1HWC0 unless ``c04`` (the default tiling would pick the C04
+    format for a map of at most 4 channels: see :func:`img2col_c04_on_npu`)."""
     n, c, h, w = x_shape
     return make_problem((n, c, 1, h, w), (cout, c, 1, k, k), dtype, (1, stride, stride),
-                        ((0, 0), (pad, pad), (pad, pad)))
+                        ((0, 0), (pad, pad), (pad, pad)), c04=c04)
 
 
 def img2col_on_npu(x_shape, k: int, stride: int, pad: int) -> np.ndarray:

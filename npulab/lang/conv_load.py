@@ -98,12 +98,17 @@ def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, blo
     e = dev.chip.energy
     lvl = dst.buffer.name
     dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
+    if dev.check_races and ds > ln and cnt > 1:   # the bursts only, not the gaps between them
+        b0 = dst.offset
+        writes = [(dst.buffer.name, b0 + j * ds * item, b0 + (j * ds + ln) * item) for j in range(cnt)]
+    else:
+        writes = [dst.byte_range(span_dst)]
     i = core.issue(_MTE2, _WORK, int(Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB), dur, lat=lat,
                    name=f"{what} {cnt}x{ln} GM->{lvl}", nbytes=moved,
                    energy=(e.gm_byte_pj + (e.l1_byte_pj if lvl == "L1" else e.ub_byte_pj)) * moved,
                    route=f"GM->{lvl}",
                    reads=[(f"GM:{src.name}", src.offset * item, (src.offset + span_src) * item)],
-                   writes=[dst.byte_range(span_dst)])
+                   writes=writes)
     dev.gm.read(core, i, moved, (src.name, src.offset, cnt, ln, ss))
 
 
@@ -150,6 +155,32 @@ class Fmatrix:
     boxes: tuple
 
 
+def _read_span(fm: Fmatrix, m_start: int, m: int):
+    """(lo, hi): the elements of each slab channel block that rows m_start.. m_start + m - 1
+    read, as whole input rows clipped to the boxes (2-D; every box whole for 3-D), or None."""
+    g = fm.geom
+    P, hw = g.out_pixels, g.oh * g.ow
+    q0, q1 = fm.p0 + m_start, fm.p0 + m_start + m - 1
+    (_, sh, _), (_, dh, _), (_, ph, _) = g.stride, g.dilation, g.pad
+    lo_all = hi_all = None
+    for img, _d0, nd, start, length, base in fm.boxes:
+        a, b = max(q0, img * P), min(q1, img * P + P - 1)
+        if a > b or nd == 0 or length == 0:
+            continue
+        if g.d != 1:
+            lo, hi = base, base + nd * length * fm.c0
+        else:
+            oh0, oh1 = ((a - img * P) % hw) // g.ow, ((b - img * P) % hw) // g.ow
+            r_lo, r_hi = max(0, oh0 * sh - ph), min(g.h - 1, oh1 * sh - ph + (g.kh - 1) * dh)
+            p_lo, p_hi = max(start, r_lo * g.w), min(start + length, (r_hi + 1) * g.w)
+            if p_hi <= p_lo:
+                continue
+            lo, hi = base + (p_lo - start) * fm.c0, base + (p_hi - start) * fm.c0
+        lo_all = lo if lo_all is None else min(lo_all, lo)
+        hi_all = hi if hi_all is None else max(hi_all, hi)
+    return None if lo_all is None else (lo_all, hi_all)
+
+
 def _img2col_index(fm: Fmatrix, m_start: int, m: int, k_start: int, k: int):
     """Slab element index and validity of every (row, column) of the (m, k) img2col window."""
     g = fm.geom
@@ -181,6 +212,7 @@ def _img2col_index(fm: Fmatrix, m_start: int, m: int, k_start: int, k: int):
     if np.any(valid & ~inside):
         raise ShapeError("load_3d: a tap reads a map pixel outside the slab the fmatrix describes "
                          "(the host loaded too few rows for this tile)")
+    valid &= (c1 < fm.c1)[None, :]        # C04: the columns that pad taps x 4 up to K0 read 0
     flat = c1[None, :] * fm.c1_elems + bx[:, 5:6] + (dz * bx[:, 4:5] + pix) * c0 + c[None, :]
     return np.where(valid, flat, 0), valid
 
@@ -195,23 +227,31 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
               (0 where that falls outside the map: the conv's zero padding)
 
     with (image, od, oh, ow) = output position ``fm.p0 + r``. ``k_start`` is a multiple of C0.
-    Costs MTE1 time for the expanded (padded) bytes written to L0A."""
+    Costs MTE1 time for the expanded (padded) bytes written to L0A.
+
+    A C04 slab (``fm.c0 == 4``, the small-channel first-layer format NC1HWC0_C04, one channel
+    block) is expanded with columns ``tap * 4 + c``, padded with zeros to the cube's K0 once
+    for all taps, not per tap (Load3Dv2 in C04 mode: CANN's Conv2DV2 pairs it with a
+    FRACTAL_Z_C04 filter of K = AlignB(4 x kh x kw, 16), ops-nn conv2d_v2_op_graph.cpp)."""
     what = "load_3d"
     _need_local(src, ("L1",), what + " (src)")
     _need_local(dst, ("L0A",), what + " (dst)")
     dt = dst.dtype
     if src.dtype != dt:
         raise ShapeError(f"{what}: src is {src.dtype} and dst is {dt}; a load does not convert")
-    c0 = F.c0_of(dt)
-    if fm.c0 != c0:
-        raise ShapeError(f"{what}: the fmatrix has C0={fm.c0}, {dt} needs C0={c0}")
+    c0 = F.c0_of(dt)                   # the cube's K block; the slab's C0 is fm.c0
+    c04 = fm.c0 == 4 and c0 != 4
+    if fm.c0 != c0 and not (c04 and fm.c1 == 1):
+        raise ShapeError(f"{what}: the fmatrix has C0={fm.c0}, {dt} needs C0={c0} (or C0=4 with "
+                         f"one channel block: the C04 format)")
     m, k, m_start, k_start = int(m), int(k), int(m_start), int(k_start)
     if m < 1 or k < 1 or m_start < 0 or k_start < 0 or k_start % c0:
         raise ShapeError(f"{what}: m={m}, k={k}, m_start={m_start}, k_start={k_start}: need positive "
                          f"sizes and k_start a multiple of C0={c0}")
-    if k_start + k > fm.c1 * fm.geom.taps * c0:
+    k_all = F.round_up(fm.geom.taps * fm.c0, c0) if c04 else fm.c1 * fm.geom.taps * c0
+    if k_start + k > k_all:
         raise ShapeError(f"{what}: columns {k_start}..{k_start + k} pass the slab's "
-                         f"{fm.c1} x {fm.geom.taps} x {c0} taps")
+                         f"{fm.c1} x {fm.geom.taps} x {fm.c0} taps ({k_all} columns)")
     need = F.round_up(m, FRACTAL) * F.round_up(k, c0)
     if need > dst.size:
         raise ShapeError(f"{what}: an {m} x {k} img2col window takes {need} elements "
@@ -227,16 +267,21 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
         slab = src.numpy()
         vals = np.where(valid, slab[flat], np.zeros((), dt))
         F.pack_into(vals, dst.numpy()[:need], FRACTAL, c0, False, False)
-    c1a = k_start // (fm.geom.taps * c0)
-    c1b = (k_start + k - 1) // (fm.geom.taps * c0) + 1
+    c1a = min(fm.c1 - 1, k_start // (fm.geom.taps * fm.c0))
+    c1b = min(fm.c1, (k_start + k - 1) // (fm.geom.taps * fm.c0) + 1)
     nbytes = need * item
     e = dev.chip.energy
     dur, lat = dev.copy_cost(Pipe.MTE1, nbytes, False)
+    reads = [("L1", src.offset + c1a * fm.c1_elems * item, src.offset + c1b * fm.c1_elems * item)]
+    if dev.check_races:                    # the rows this window reads in each channel block
+        span = _read_span(fm, m_start, m)
+        if span is not None:
+            reads = [("L1", src.offset + (c * fm.c1_elems + span[0]) * item,
+                      src.offset + (c * fm.c1_elems + span[1]) * item) for c in range(c1a, c1b)]
     core.issue(_MTE1, _WORK, int(Op.COPY_L1_TO_L0A), dur, lat=lat,
                name=f"{what} {m}x{k} L1->L0A", nbytes=nbytes,
                energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route="L1->L0A",
-               reads=[("L1", src.offset + c1a * fm.c1_elems * item, src.offset + c1b * fm.c1_elems * item)],
-               writes=[("L0A", dst.offset, dst.offset + nbytes)])
+               reads=reads, writes=[("L0A", dst.offset, dst.offset + nbytes)])
 
 
 # -- L0C -> out with per-channel parameters -------------------------------------------------------
