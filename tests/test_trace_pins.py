@@ -102,7 +102,7 @@ def matmul_910_timing_seed():
 CASES = {
     "add_teach": (add_teach, "65c8b11a1accb7f90aa63824"),
     "add_910_single_buffer": (add_910_single_buffer, "daace1e18ec06ba9cac43264"),
-    "matmul_910_bias_relu": (matmul_910_bias_relu, "092a90821bd1caaccecff2d6"),
+    "matmul_910_bias_relu": (matmul_910_bias_relu, "ffc68f0c9d3af25c6b2ae65f"),
     "matmul_910_int8_trans": (matmul_910_int8_trans, "96299d770e8967503e97f05c"),
     "matmul_teach_fp32_tails": (matmul_teach_fp32_tails, "ef2f7af70cc3f4916f216621"),
     "matmul_910_timing_4096_sampled": (matmul_910_timing_4096_sampled, "1d10dba19cea2ea846053cd7"),

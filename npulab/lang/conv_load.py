@@ -42,6 +42,7 @@ from .. import formats as F
 from ..errors import ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
+from .cube import drain
 from .tensor import GlobalTensor, LocalTensor
 
 FRACTAL = F.FRACTAL_ROWS
@@ -298,80 +299,8 @@ def fixpipe_channelwise(dst, src: LocalTensor, m: int, n: int, *, dst_stride: in
     ``scale`` may also be one float (per-tensor). An int32 accumulator into a float dst needs a
     scale (the dequantisation). Batch-norm in inference is ``scale = gamma / sqrt(var + eps)``,
     ``offset = beta - mean * scale``: that is how Conv+BN+ReLU runs in one kernel."""
-    what = "fixpipe_channelwise"
-    _need_local(src, ("L0C",), what + " (src)")
-    to_gm = isinstance(dst, GlobalTensor)
-    if not to_gm:
-        _need_local(dst, ("UB", "L1"), what + " (dst)")
-    m, n = int(m), int(n)
-    if not (0 < m <= 4095 and 0 < n <= 4095):
-        raise ShapeError(f"{what}: m={m}, n={n} must be in 1..4095")
-    acc = src.dtype
-    if acc not in (np.dtype(np.float32), np.dtype(np.int32)):
-        raise ShapeError(f"{what}: L0C holds float32 or int32, got '{src.owner}' of {acc}")
-    if dst.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32)):
-        raise ShapeError(f"{what}: dst must be float16, float32 or int32, got {dst.dtype}")
-    if acc == np.int32 and dst.dtype.kind == "f" and scale is None:
-        raise ShapeError(f"{what}: int32 results into {dst.dtype} need scale= (the dequantisation)")
-    if dst.dtype == np.int32 and (scale is not None or offset is not None):
-        raise ShapeError(f"{what}: an int32 dst takes the raw accumulator; scale/offset need a float dst")
-    vecs = []
-    for name, v, dt in (("bias", bias, acc), ("scale", scale, np.dtype(np.float32)),
-                        ("offset", offset, np.dtype(np.float32))):
-        if v is None or (name == "scale" and isinstance(v, (float, int, np.floating))):
-            continue
-        _need_local(v, ("L1",), f"{what} ({name})")
-        if v.size < n or v.dtype != dt:
-            raise ShapeError(f"{what}: {name} must hold {n} values of {dt}, got {v.size} of {v.dtype}")
-        vecs.append(v)
-    stride = n if dst_stride is None else int(dst_stride)
-    if stride < n:
-        raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
-    m1, n1 = -(-m // FRACTAL), -(-n // FRACTAL)
-    if m1 * n1 * FRACTAL * FRACTAL > src.size:
-        raise ShapeError(f"{what}: an {m} x {n} result takes {m1 * n1 * 256} elements in L0C; "
-                         f"'{src.owner}' holds {src.size}")
-    span = (m - 1) * stride + n
-    if span > dst.size:
-        raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
-                         f"of dst, which holds {dst.size}")
-    ctx = current()
-    dev, core = ctx.device, ctx.core
-    if dev.functional and (not to_gm or dst.root.data is not None):
-        z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]          # .numpy() lands deferred mmads
-        res = np.empty((m, n), dtype=acc)
-        F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
-        if bias is not None:
-            res += bias.numpy()[:n]
-        if scale is not None:
-            s = np.float32(scale) if not isinstance(scale, LocalTensor) else scale.numpy()[:n]
-            res = res.astype(np.float32) * s
-        if offset is not None:
-            res = res.astype(np.float32) + offset.numpy()[:n]
-        if relu:
-            np.maximum(res, 0, out=res)
-        if to_gm:
-            out = np.lib.stride_tricks.as_strided(dst.root.data[dst.offset:], shape=(m, n),
-                                                  strides=(stride * dst.itemsize, dst.itemsize))
-        else:
-            out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
-                                                  strides=(stride * dst.itemsize, dst.itemsize))
-        np.copyto(out, res, casting="unsafe")
-    nbytes = m * n * dst.itemsize
-    level = "GM" if to_gm else dst.buffer.name
-    e = dev.chip.energy
-    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)] + [v.byte_range(n) for v in vecs]
-    wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
-        else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
-    tag = "".join(s for s, on in ((" bias", bias is not None), (" scale", scale is not None),
-                                  (" offset", offset is not None), (" relu", relu)) if on)
-    dur, lat = dev.copy_cost(Pipe.FIX, nbytes, to_gm)
-    i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dur, lat=lat,
-                   name=f"fixpipe {m}x{n} L0C->{level}{tag}", nbytes=nbytes,
-                   energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
-                   route=f"L0C->{level}", reads=reads, writes=[wr])
-    if to_gm:
-        dev.gm.write(core, i, Pipe.FIX, nbytes)
+    drain("fixpipe_channelwise", dst, src, m, n, dst_stride=dst_stride, bias=bias, scale=scale,
+          offset=offset, relu=relu)
 
 
 __all__ = ["ConvGeom", "Fmatrix", "data_copy_strided", "load_3d", "fixpipe_channelwise"]

@@ -398,23 +398,51 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
     ``Fixpipe``): a GM tile with row stride ``dst_stride`` elements (default n), or a UB
     tensor. On the way, in this order: + ``bias`` (n values in L1, fp32 or int32), x
     ``deq_scale`` (int32 -> float dequantisation), ReLU, cast to dst's dtype (fp32 -> fp16 rounds
-    to nearest even)."""
-    what = "fixpipe"
+    to nearest even). The per-channel form is :func:`npulab.lang.conv_load.fixpipe_channelwise`."""
+    drain("fixpipe", dst, src, m, n, dst_stride=dst_stride, bias=bias, scale=deq_scale, relu=relu,
+          scale_name="deq_scale")
+
+
+def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
+          bias: LocalTensor | None = None, scale=None, offset: LocalTensor | None = None,
+          relu: bool = False, scale_name: str = "scale") -> None:
+    """FixPipe, the one implementation behind ``fixpipe`` and ``fixpipe_channelwise``: L0C (NZ)
+    -> ``dst`` (GM tile or UB/L1 tensor) in ND, per output column j
+
+        y = (acc + bias[j]) * scale[j] + offset[j];  y = max(y, 0) if relu;  cast to dst dtype
+
+    ``bias`` (acc dtype), ``scale`` and ``offset`` (float32) are LocalTensors of n values in L1;
+    ``scale`` may also be one number (per tensor). ``what`` and ``scale_name`` name the caller
+    and its keyword in error messages."""
     _need(src, LocalTensor, ("L0C",), what + " (src)")
+    to_gm = isinstance(dst, GlobalTensor)
     if isinstance(dst, LocalTensor):
         _need(dst, LocalTensor, ("UB", "L1"), what + " (dst)")
-    elif not isinstance(dst, GlobalTensor):
+    elif not to_gm:
         raise ShapeError(f"{what}: dst must be a GlobalTensor or a LocalTensor in UB/L1, got "
                          f"{type(dst).__name__}")
     m, n = int(m), int(n)
     _dims(what, m=m, n=n)
-    if src.dtype not in (np.dtype(np.float32), np.dtype(np.int32)):
-        raise ShapeError(f"{what}: L0C holds float32 or int32, got '{src.owner}' of {src.dtype}")
-    if src.dtype == np.int32 and dst.dtype.kind == "f" and deq_scale is None:
-        raise ShapeError(f"{what}: int32 results into {dst.dtype} need deq_scale= (the dequantisation "
-                         f"scale); pass deq_scale=1.0 for a plain conversion")
+    acc = src.dtype
+    if acc not in (np.dtype(np.float32), np.dtype(np.int32)):
+        raise ShapeError(f"{what}: L0C holds float32 or int32, got '{src.owner}' of {acc}")
     if dst.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32)):
         raise ShapeError(f"{what}: dst must be float16, float32 or int32, got {dst.dtype}")
+    if acc == np.int32 and dst.dtype.kind == "f" and scale is None:
+        raise ShapeError(f"{what}: int32 results into {dst.dtype} need {scale_name}= (the "
+                         f"dequantisation scale); pass {scale_name}=1.0 for a plain conversion")
+    if dst.dtype == np.int32 and (scale is not None or offset is not None):
+        raise ShapeError(f"{what}: an int32 dst takes the raw accumulator; {scale_name} and offset "
+                         f"need a float dst")
+    vecs = []
+    for name, v, dt in (("bias", bias, acc), ("scale", scale, np.dtype(np.float32)),
+                        ("offset", offset, np.dtype(np.float32))):
+        if v is None or (name == "scale" and isinstance(v, (float, int, np.floating, np.integer))):
+            continue
+        _need(v, LocalTensor, ("L1",), f"{what} ({name})")
+        if v.size < n or v.dtype != dt:
+            raise ShapeError(f"{what}: {name} must hold {n} values of {dt}, got {v.size} of {v.dtype}")
+        vecs.append(v)
     stride = n if dst_stride is None else int(dst_stride)
     if stride < n:
         raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
@@ -426,13 +454,8 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
     if span > dst.size:
         raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
                          f"of dst, which holds {dst.size}")
-    if bias is not None:
-        _need(bias, LocalTensor, ("L1",), what + " (bias)")
-        if bias.size < n or bias.dtype != src.dtype:
-            raise ShapeError(f"{what}: bias must hold {n} values of {src.dtype}, got {bias.size} of {bias.dtype}")
     ctx = current()
     dev, core = ctx.device, ctx.core
-    to_gm = isinstance(dst, GlobalTensor)
     if dev.functional and (not to_gm or dst.root.data is not None):
         flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL * FRACTAL * 4)
         z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]
@@ -442,30 +465,33 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
             out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
                                                   strides=(stride * dst.itemsize, dst.itemsize))
         # the common fp16 epilogue in one pass (formats.drain_nz_f32_to_f16), else step by step
-        if not (src.dtype == np.float32 and dst.dtype == np.float16 and deq_scale is None and
+        if not (acc == np.float32 and dst.dtype == np.float16 and scale is None and offset is None and
                 F.drain_nz_f32_to_f16(z, m, n, out, None if bias is None else bias.numpy()[:n], relu)):
-            res = np.empty((m, n), dtype=src.dtype)
+            res = np.empty((m, n), dtype=acc)
             F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
             if bias is not None:
                 res += bias.numpy()[:n]
-            if deq_scale is not None:
-                res = res.astype(np.float32) * np.float32(deq_scale)
+            if scale is not None:
+                sc = scale.numpy()[:n] if isinstance(scale, LocalTensor) else np.float32(scale)
+                res = res.astype(np.float32) * sc
+            if offset is not None:
+                res = res.astype(np.float32) + offset.numpy()[:n]
             if relu:
                 np.maximum(res, 0, out=res)
             np.copyto(out, res, casting="unsafe")
     nbytes = m * n * dst.itemsize
     level = "GM" if to_gm else dst.buffer.name
     e = dev.chip.energy
-    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)]
-    if bias is not None:
-        reads.append(bias.byte_range(n))
+    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)] + [v.byte_range(n) for v in vecs]
     wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
         else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
+    tag = "".join(t for t, on in ((" bias", bias is not None), (" scale", scale is not None),
+                                  (" offset", offset is not None), (" relu", relu)) if on)
     dur, lat = dev.copy_cost(Pipe.FIX, nbytes, to_gm)
     i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dur, lat=lat,
-               name=f"fixpipe {m}x{n} L0C->{level}{' relu' if relu else ''}", nbytes=nbytes,
-               energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
-               route=f"L0C->{level}", reads=reads, writes=[wr])
+                   name=f"fixpipe {m}x{n} L0C->{level}{tag}", nbytes=nbytes,
+                   energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
+                   route=f"L0C->{level}", reads=reads, writes=[wr])
     if to_gm:
         dev.gm.write(core, i, Pipe.FIX, nbytes)
 
