@@ -196,16 +196,19 @@ def test_bench_910b_layernorm_row_runs_on_the_aiv_cores():
     ln = next(r for r in rows if r["op"] == "LayerNorm")
     assert (ln["chip"], ln["core_type"], ln["cores_used"], ln["tiling"]["block_dim"]) == ("910b", "aiv", 48, 48)
     assert {(r["op"], r.get("approximate")) for r in rows} >= {("Gelu", "none"), ("Gelu", "tanh")}
-    # the same kernel and tiling as a cube-core launch gets 24 cores and takes longer
+    # the same kernel and tiling launched as "mix" counts its blocks in the 24 AIC cores and
+    # takes longer; as "aic" it cannot run at all: a 910B cube core has no UB
     from npulab.kernels.norm import launch_layer_norm, layer_norm_tiling
     from npulab.kernels import norm
     x, g = np.zeros(BERT, np.float32), np.zeros(BERT[-1], np.float32)
     t = layer_norm_tiling(int(np.prod(BERT[:-1])), BERT[-1], np.float32, "910b")
     args = [x.reshape(-1), g, g, np.zeros(x.size, np.float32), t, 1e-5]
-    _, tr_aic = launch(norm.layer_norm_kernel, t.block_dim, *args, chip="910b", mode="timing", core_type="aic")
+    _, tr_mix = launch(norm.layer_norm_kernel, t.block_dim, *args, chip="910b", mode="timing", core_type="mix")
     _, tr_aiv = launch_layer_norm(x, g, g, t, 1e-5, "910b", "timing")
-    assert tr_aic.summary()["cores_used"] == 24 and tr_aiv.summary()["cores_used"] == 48
-    assert tr_aiv.cycles == ln["cycles"] < tr_aic.cycles
+    assert tr_mix.summary()["cores_used"] == 24 and tr_aiv.summary()["cores_used"] == 48
+    assert tr_aiv.cycles == ln["cycles"] < tr_mix.cycles
+    with pytest.raises(CoreTypeError, match="UB does not exist on an AIC core"):
+        launch(norm.layer_norm_kernel, t.block_dim, *args, chip="910b", mode="timing", core_type="aic")
 
 
 def test_bench_vector_default_has_910_and_910b_rows():

@@ -35,7 +35,8 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
     ``arg0``, ``arg1``, ...; GlobalTensors are used as they are; anything else (a tiling
     struct) is passed through. mode: "functional" computes every tile with numpy, "timing"
     only times. check_races defaults to on in functional mode. core_type: "aic", "aiv" or
-    "mix" (see the module docstring); an "aiv" kernel has only the UB of the on-chip buffers.
+    "mix" (see the module docstring); an "aiv" kernel has only the UB of the on-chip buffers,
+    and an "aic" kernel on a split chip (910B) has no UB.
     """
     if not callable(kernel):
         raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")

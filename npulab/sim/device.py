@@ -55,6 +55,24 @@ class _AivBuffers(dict):
         return dict.__getitem__(self, name)
 
 
+class _AicBuffers(dict):
+    """The buffers of an AIC (cube) core of a split chip (910B class): L1, L0A, L0B and L0C, no
+    UB (FACTS.md: AIC and AIV exchange data through GM; FixPipe drains L0C to GM or L1)."""
+
+    def __init__(self, items, where: str):
+        super().__init__(items)
+        self.where = where
+
+    def __getitem__(self, name):
+        if name == "UB":
+            raise CoreTypeError(
+                f"{self.where}: buffer UB does not exist on an AIC core of a split chip "
+                f"(core_type='aic'): the cube core has L1, L0A, L0B and L0C, FixPipe drains to GM "
+                f"or L1, and the vector work runs on the AIV cores. Launch the vector part with "
+                f"core_type='aiv', or use a coupled chip (910, 310) where one core has both.")
+        return dict.__getitem__(self, name)
+
+
 class Core:
     """One AI core (or, in a ``core_type="aiv"`` launch, one vector core): its buffers and its
     instruction stream (columns, program order)."""
@@ -65,8 +83,13 @@ class Core:
         functional = device.functional
         buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
                    for name in BUFFER_NAMES}
-        self.buffers = _AivBuffers(buffers, f"core {index} of chip '{chip.name}'") \
-            if device.core_type == "aiv" else buffers
+        where = f"core {index} of chip '{chip.name}'"
+        if device.core_type == "aiv":
+            self.buffers = _AivBuffers(buffers, where)
+        elif device.core_type == "aic" and chip.arch == "split":
+            self.buffers = _AicBuffers(buffers, where)
+        else:
+            self.buffers = buffers
         self.pipe: list[int] = []
         self.kind: list[int] = []
         self.op: list[int] = []
@@ -189,7 +212,8 @@ class Device:
     core_type: "aic" (the default: cube kernels, and every kernel before core types existed),
     "aiv" (vector-only) or "mix". The blocks run on ``chip.cores_for(core_type)`` cores: on a
     split chip (910B class) an "aiv" kernel gets the AIV cores, on a coupled chip every kernel
-    gets the AI cores. An "aiv" core has only the UB of the on-chip buffers.
+    gets the AI cores. An "aiv" core has only the UB of the on-chip buffers; an "aic" core of a
+    split chip has every buffer but the UB (a coupled core, or a "mix" launch, has all five).
     """
 
     def __init__(self, chip: ChipSpec | str = "910", mode: str = "functional", block_dim: int = 1,
