@@ -505,26 +505,33 @@ def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip="910", buffer_num: in
                            -(-items // ipb), buffer_num)
 
 
+def setup_item_kernel(k, x, y, t, tile: int) -> None:
+    """The set-up every work-item vector kernel starts with (BatchNorm here, Softmax's RA form):
+    on ``k``, this block's share of ``t.work_items`` (``first``, ``count``), a TPipe, the in and
+    out queues of ``tile`` elements with ``t.buffer_num`` slots, and an fp32 tile ``x32`` when
+    the dtype is widened."""
+    k.t, k.x_gm, k.y_gm = t, x, y
+    k.dtype = np.dtype(t.dtype)
+    k.wide = k.dtype != F32
+    k.first = get_block_idx() * t.items_per_block
+    k.count = max(0, min(t.items_per_block, t.work_items - k.first))
+    k.pipe = Pipe()
+    k.in_x, k.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
+    k.pipe.init_buffer(k.in_x, t.buffer_num, tile * k.dtype.itemsize)
+    k.pipe.init_buffer(k.out_y, t.buffer_num, tile * k.dtype.itemsize)
+    if k.wide:
+        w = TBuf(VECCALC, "x32")
+        k.pipe.init_buffer(w, tile * 4)
+        k.x32 = w.get(F32)
+
+
 class KernelBatchNorm:
     """y[n, c] = x[n, c] * a[c] + b[c], a = weight / sqrt(var + eps), b = bias - mean * a
     (a and b computed on the vector unit once a block)."""
 
     def __init__(self, x, mean, var, weight, bias, y, t: BatchNormTiling, eps: float):
-        self.t, self.eps = t, eps
-        self.x_gm, self.y_gm = x, y
-        self.dtype = np.dtype(t.dtype)
-        self.wide = self.dtype != F32
-        self.first = get_block_idx() * t.items_per_block
-        self.count = max(0, min(t.items_per_block, t.work_items - self.first))
-        self.pipe = Pipe()
-        tile = t.tile_c * t.row_stride
-        self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
-        self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
-        self.pipe.init_buffer(self.out_y, t.buffer_num, tile * self.dtype.itemsize)
-        if self.wide:
-            w = TBuf(VECCALC, "x32")
-            self.pipe.init_buffer(w, tile * 4)
-            self.x32 = w.get(F32)
+        self.eps = eps
+        setup_item_kernel(self, x, y, t, t.tile_c * t.row_stride)
         self.params(mean, var, weight, bias)
 
     def params(self, mean, var, weight, bias):

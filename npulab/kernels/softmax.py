@@ -26,8 +26,9 @@ import numpy as np
 from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
-from .norm import BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy, row_tiling
+from ..lang import VECCALC, TBuf
+from .norm import (BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy,
+                   row_tiling, setup_item_kernel)
 
 
 # -- AR: softmax over the last axis --------------------------------------------------------
@@ -120,20 +121,7 @@ def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip="910", buffer_
 
 class KernelSoftmaxRA:
     def __init__(self, x, y, t: SoftmaxRATiling):
-        self.t, self.x_gm, self.y_gm = t, x, y
-        self.dtype = np.dtype(t.dtype)
-        self.wide = self.dtype != F32
-        self.first = get_block_idx() * t.items_per_block
-        self.count = max(0, min(t.items_per_block, t.work_items - self.first))
-        self.pipe = Pipe()
-        tile = t.r * t.row_stride
-        self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
-        self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
-        self.pipe.init_buffer(self.out_y, t.buffer_num, tile * self.dtype.itemsize)
-        if self.wide:
-            w = TBuf(VECCALC, "x32")
-            self.pipe.init_buffer(w, tile * 4)
-            self.x32 = w.get(F32)
+        setup_item_kernel(self, x, y, t, t.r * t.row_stride)
         st = TBuf(VECCALC, "max_sum")
         self.pipe.init_buffer(st, 2 * t.row_stride * 4)
         s = st.get(F32)
