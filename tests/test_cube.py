@@ -5,9 +5,9 @@ import pytest
 import npulab.formats as F
 from npulab import AlignmentError, RaceError, ShapeError, get_chip
 from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, Pipe, Queue,
-                         TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, set_flag,
-                         wait_flag)
-from npulab.lang.cube import mmad_cycles
+                         TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, pipe_barrier,
+                         set_flag, wait_flag)
+from npulab.lang.cube import PIPELINED_FRACTALS, mmad_cost, mmad_cycles
 from npulab.sim.isa import Op
 from npulab.sim.isa import Pipe as HwPipe
 
@@ -80,6 +80,67 @@ def test_mmad_cycles_count_fractals():
     assert mmad_cycles(chip, 17, 16, 16, np.float16) == s + 2          # tails round up
     assert mmad_cycles(chip, 32, 48, 64, np.int8) == s + 2 * 3 * 2      # K0 = 32 for int8
     assert mmad_cycles(chip, 16, 16, 16, np.float32) == s + 2           # two 16x16x8 steps, 2048 MAC/cycle
+
+
+def test_mmad_start_up_is_latency_for_tiles_of_ten_fractals_or_more():
+    """FACTS (Mmad.md): back-to-back mmads into one L0C need a PIPE_M barrier when
+    (m/16)(n/16) < 10; larger tiles pipeline, so the start-up is latency, not occupancy."""
+    chip = get_chip("910")
+    s = chip.cube.startup_cycles
+    assert PIPELINED_FRACTALS == 10
+    assert mmad_cost(chip, 32, 80, 64, np.float16) == (2 * 5 * 4, s)       # 10 fractals: pipelined
+    assert mmad_cost(chip, 48, 48, 64, np.float16) == (3 * 3 * 4 + s, 0)   # 9: the barrier's wait
+    assert mmad_cost(chip, 128, 256, 64, np.float16) == (8 * 16 * 4, s)
+    for m, n, k in ((16, 16, 16), (32, 80, 64), (48, 48, 64), (128, 256, 64)):
+        assert sum(mmad_cost(chip, m, n, k, np.float16)) == mmad_cycles(chip, m, n, k, np.float16)
+
+
+@pytest.mark.parametrize("m,n", [(32, 80), (48, 48)])
+def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
+    """Three mmads into one L0C, back to back: each next one starts when the cube is free (its
+    fractal steps done); a tile under ten fractals waits for the previous one's start-up too.
+    Whatever they overlap, FixPipe reads L0C only once the last result is there."""
+    k = 32
+
+    def kernel(a_gm, b_gm, c_gm):
+        pipe = Pipe()
+        l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
+        qc = Queue(CO1, "c")
+        pipe.init_buffer(l1a, m * k * 2)
+        pipe.init_buffer(l1b, k * n * 2)
+        pipe.init_buffer(l0a, m * k * 2)
+        pipe.init_buffer(l0b, k * n * 2)
+        pipe.init_buffer(qc, 1, m * n * 4)
+        data_copy_nd2nz(l1a.get(np.float16), a_gm, m, k)
+        data_copy_nd2nz(l1b.get(np.float16), b_gm, k, n)
+        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        load_data(l0a.get(np.float16), l1a.get(np.float16), m, k, src_rows=m)
+        load_data(l0b.get(np.float16), l1b.get(np.float16), k, n, src_rows=k)
+        set_flag(PIPE_MTE1, PIPE_M, 0)
+        wait_flag(PIPE_MTE1, PIPE_M, 0)
+        c = qc.alloc_tensor(np.float32)
+        for i in range(3):
+            mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=(i == 0))
+        qc.enque(c)
+        c = qc.deque()
+        fixpipe(c_gm, c, m, n)
+        qc.free_tensor(c)
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-3, 4, (m, k)).astype(np.float16)
+    b = rng.integers(-3, 4, (k, n)).astype(np.float16)
+    res = launch(kernel, 1, a, b, np.zeros((m, n), np.float32), chip="910")
+    np.testing.assert_array_equal(res.outputs[2].reshape(m, n), 3 * (a.astype(np.float32) @ b.astype(np.float32)))
+    tr = res.trace
+    sel = np.flatnonzero(tr.op == Op.MMAD)
+    busy, lat = mmad_cost(tr.chip, m, n, k, np.float16)
+    steps = -(-m // 16) * -(-n // 16) * (k // 16)
+    assert np.diff(tr.start[sel]).tolist() == [busy] * 2
+    assert busy == (steps if lat else steps + tr.chip.cube.startup_cycles)
+    assert tr.end[sel[-1]] == tr.start[sel[-1]] + busy + lat
+    fix = np.flatnonzero(tr.op == Op.FIXPIPE)[0]
+    assert tr.start[fix] >= tr.end[sel[-1]]
 
 
 def test_mmad_duration_in_trace():
@@ -253,3 +314,45 @@ def test_l2_serves_tiles_that_cores_share():
     # shared: each read carries 1/32 of the HBM bytes, so only the MTE2 rate (from L2) bounds it
     assert cyc[True] == chip.pipes.mte2_startup_cycles + -(-64 * 64 * 2 // chip.pipes.mte2_bytes_per_cycle)
     assert cyc[True] < cyc[False]
+
+
+def test_pipe_barrier_waits_for_the_cube_to_complete():
+    """pipe_barrier(PIPE_M) between two pipelined mmads: the second starts only once the first
+    has completed (its start-up latency too), not merely once the cube is free."""
+    m, n, k = 32, 80, 32
+
+    def kernel(a_gm, b_gm, c_gm, barrier):
+        pipe = Pipe()
+        l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
+        qc = Queue(CO1, "c")
+        for buf, nbytes in ((l1a, m * k * 2), (l1b, k * n * 2), (l0a, m * k * 2), (l0b, k * n * 2)):
+            pipe.init_buffer(buf, nbytes)
+        pipe.init_buffer(qc, 1, m * n * 4)
+        data_copy_nd2nz(l1a.get(np.float16), a_gm, m, k)
+        data_copy_nd2nz(l1b.get(np.float16), b_gm, k, n)
+        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        load_data(l0a.get(np.float16), l1a.get(np.float16), m, k, src_rows=m)
+        load_data(l0b.get(np.float16), l1b.get(np.float16), k, n, src_rows=k)
+        set_flag(PIPE_MTE1, PIPE_M, 0)
+        wait_flag(PIPE_MTE1, PIPE_M, 0)
+        c = qc.alloc_tensor(np.float32)
+        mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=True)
+        if barrier:
+            pipe_barrier(PIPE_M)
+        mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=False)
+        qc.enque(c)
+        c = qc.deque()
+        fixpipe(c_gm, c, m, n)
+        qc.free_tensor(c)
+
+    a, b = np.ones((m, k), np.float16), np.ones((k, n), np.float16)
+    gap = {}
+    for barrier in (False, True):
+        res = launch(kernel, 1, a, b, np.zeros((m, n), np.float32), barrier, chip="910")
+        np.testing.assert_array_equal(res.outputs[2].reshape(m, n), np.full((m, n), 2 * k, np.float32))
+        sel = np.flatnonzero(res.trace.op == Op.MMAD)
+        gap[barrier] = int(np.diff(res.trace.start[sel])[0])
+    busy, lat = mmad_cost(get_chip("910"), m, n, k, np.float16)
+    assert lat > 0
+    assert gap == {False: busy, True: busy + lat}

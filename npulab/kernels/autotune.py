@@ -29,7 +29,7 @@ from .matmul_tiling import (MatmulTiling, best_swizzle, check_problem, make_tili
 
 CACHE_ENV = "NPULAB_AUTOTUNE_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
-CACHE_VERSION = 2            # 2: copies pay start-up as latency (tilings tuned before are stale)
+CACHE_VERSION = 3            # 3: mmads pipeline, fill and drain copies get the whole GM share (older tilings are stale)
 DEFAULT_LIMIT = 12           # candidates simulated per search
 PROGRESS_MIN = 4             # show the bar from this many candidates on
 
@@ -117,10 +117,11 @@ def estimate_cycles(t: MatmulTiling, chip="910") -> float:
     an ``n``-buffered stage is copied into, in flight, consumed, then free again, so one step
     takes at least (copy + start-up + the cube's work on it) / n."""
     chip = get_chip(chip)
-    from ..lang.cube import mmad_cycles
+    from ..lang.cube import mmad_cost
     tiles = -(-t.core_loops // t.block_dim)
     k_steps = -(-t.k // t.tile_k0)
-    cube = k_steps * mmad_cycles(chip, t.tile_m, t.tile_n, t.tile_k0, t.np_dtype)
+    busy, lat = mmad_cost(chip, t.tile_m, t.tile_n, t.tile_k0, t.np_dtype)
+    cube = k_steps * busy + lat            # the K chain's mmads pipeline: one start-up
     item = t.np_dtype.itemsize
     l1_bytes = (t.tile_m + t.tile_n) * t.k * item
     l1_steps = -(-t.k // t.tile_k)

@@ -55,13 +55,24 @@ def _problem(layer, batch: int, dtype=np.float16, **epilogue):
                         ((0, 0), (p, p), (p, p)), **epilogue)
 
 
+def touched(n: int, out: int, k: int, stride: int, dilation: int, pad: int) -> int:
+    """How many of an axis' ``n`` input positions some output reads (a 1 x 1 kernel with
+    stride 2 reads every other one)."""
+    return len({o * stride + j * dilation - pad for o in range(out) for j in range(k)} & set(range(n)))
+
+
 def roofline_cycles(t, chip) -> float:
-    """Cycles to move the input and weights in once and the output out once at the GM rate."""
+    """Cycles to move the input pixels the convolution reads and the weights in once, and the
+    output out once, at the GM rate."""
     chip = get_chip(chip)
     g = t.geom
     item = t.np_dtype.itemsize
     cin = t.cin_e * t.groups
-    nbytes = (t.batch * cin * g.d * g.h * g.w * item + t.cout * t.cin_e * g.taps * item
+    pixels = 1
+    for n, out, k, s, d, p in zip((g.d, g.h, g.w), (g.od, g.oh, g.ow), (g.kd, g.kh, g.kw),
+                                  g.stride, g.dilation, g.pad):
+        pixels *= touched(n, out, k, s, d, p)
+    nbytes = (t.batch * cin * pixels * item + t.cout * t.cin_e * g.taps * item
               + t.m * t.cout * np.dtype(t.out_dtype).itemsize)
     return nbytes / chip.memory.gm_bytes_per_cycle
 

@@ -33,6 +33,7 @@ from .. import formats as F
 from ..chips import ChipSpec, get_chip
 from ..errors import BufferOverflowError, ShapeError
 from ..lang.conv_load import ConvGeom
+from ..lang.cube import mmad_cost
 from ..sim.memory import fmt_bytes
 from .matmul_tiling import MatmulTiling, best_swizzle
 
@@ -525,11 +526,6 @@ BLOCK_TILES = ((128, 256), (256, 128), (512, 64), (256, 64), (128, 128), (64, 25
                (64, 128), (64, 64), (32, 64), (64, 32), (32, 32), (16, 64), (16, 32), (16, 16))
 
 
-def _per_step(chip, item) -> float:
-    return 16 * 16 * (32 // item) / {1: chip.cube.macs_per_cycle_int8, 2: chip.cube.macs_per_cycle_fp16,
-                                     4: chip.cube.macs_per_cycle_fp16 / 2}[item]
-
-
 def busiest_block(t: ConvTiling) -> int:
     """The block with the most fractal steps (ties: the lowest index)."""
     if t.schedule != "teams":
@@ -548,7 +544,7 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     their start-ups, so no occupancy below has a start-up term (as in
     :func:`npulab.kernels.autotune.estimate_cycles`). On the busiest core:
 
-    * per L1 step the slowest of the cube (mmads, each with its start-up), MTE1 (img2col and
+    * per L1 step the slowest of the cube (its mmads' fractal steps; their start-up overlaps), MTE1 (img2col and
       weight loads), MTE2 (that step's bytes at the MTE2 rate, or its HBM part at the core's
       read share: the reads of a range by several cores share one fetch, a core's reads and
       writes split its share of HBM; map and weight copies each the longer of their L2 and HBM
@@ -559,13 +555,10 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
       tile's FixPipe write and its latency)."""
     chip = get_chip(chip)
     c0, item = t.c0, t.np_dtype.itemsize
-    p, cube = chip.pipes, chip.cube
-    per_step = _per_step(chip, item)
-    taps = t.geom.taps
+    p = chip.pipes
     out_item = np.dtype(t.out_dtype).itemsize
     busiest = busiest_block(t)
     work = block_work(replace(t, sample_loops=0), busiest)
-    k0u = t.k0
     if not work:
         return 0.0
     active = min(t.block_dim, chip.ai_cores)
@@ -592,7 +585,8 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
             cs = min(t.c1_step, t.c1 - c1_lo)
             kc = t.step_k(cs)
             ks = [min(t.tile_k0, kc - k) for k in range(0, kc, t.tile_k0)]
-            cu = sum(cube.startup_cycles + m1 * (n16 // 16) * -(-kk // k0u) * per_step for kk in ks)
+            costs = [mmad_cost(chip, m, n16, kk, t.np_dtype) for kk in ks]
+            cu = sum(c[0] for c in costs)          # pipelined mmads: their latency overlaps
             mte1 = (m1 * 16 + n16) * kc * item / p.mte1_bytes_per_cycle
             l0_trip = (mte1 + len(ks) * p.mte1_startup_cycles + cu) / t.l0_buffers
             wload = (not t.w_resident) or new_col
@@ -604,7 +598,6 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
             steps.append((max(cu, l0_trip), mte1, map_b, kc * n16 * item if wload else 0,
                           hold))
         tiles.append((first_step, len(steps), m * n * out_item))
-    map_bytes = sum(s[2] for s in steps)
     w_bytes = sum(s[3] for s in steps)
     writes = sum(x[2] for x in tiles)
     # HBM: a map range is fetched once for its readers; a column's weights once for the
@@ -612,30 +605,38 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     w_col = t.k * F.round_up(t.tile_n, 16) * item
     w_hbm = min(w_bytes, len(cols_seen) * w_col / team)
     w_frac = w_hbm / max(1, w_bytes)
-    hbm_reads = map_bytes / map_readers + w_hbm
-    read_share = share * hbm_reads / max(1.0, hbm_reads + writes)
-    write_share = share * writes / max(1.0, hbm_reads + writes)
+    f0, f1, _ = tiles[0]
+    l0, l1, last_w = tiles[-1]
+
+    def hbm_of(s):
+        return s[2] / map_readers + s[3] * w_frac
+
+    # the first tile's reads fill the pipeline and the last tile's write drains it, each
+    # with the core's whole share; between them reads and writes split it (:mod:`npulab.sim.gm`)
+    mid_reads = sum(hbm_of(s) for s in steps[f1:])
+    mid_writes = writes - last_w
+    read_share = share * mid_reads / max(1.0, mid_reads + mid_writes) if mid_reads else share
+    write_share = share * mid_writes / max(1.0, mid_reads + mid_writes) if mid_writes else share
 
     l2_rate = min(p.mte2_bytes_per_cycle, max(share, chip.memory.l2_bytes_per_cycle / active))
 
-    def m2(s):
-        # each copy takes the longer of its L2 time and its HBM part at the read share
-        # (:mod:`npulab.sim.gm`): map and weight copies separately, then summed
-        rs = max(1e-9, read_share)
+    def m2(s, rs):
+        # each copy takes the longer of its L2 time and its HBM part at its share: map and
+        # weight copies separately, then summed
+        rs = max(1e-9, rs)
         return (max(s[2] / l2_rate, s[2] / map_readers / rs)
                 + max(s[3] / l2_rate, s[3] * w_frac / rs))
 
+    m2s = [m2(st, share if i < f1 else read_share) for i, st in enumerate(steps)]
     lat2 = p.mte2_startup_cycles
-    compute = sum(max(s[0], s[1], m2(s), (m2(s) + lat2 + s[4]) / t.l1_buffers) for s in steps)
-    first = m2(steps[0]) + lat2
+    compute = sum(max(st[0], st[1], m, (m + lat2 + st[4]) / t.l1_buffers) for st, m in zip(steps, m2s))
+    first = m2s[0] + lat2
     wrate = min(p.fix_bytes_per_cycle, write_share)
-    fix = writes / wrate
-    f0, f1, _ = tiles[0]
-    first_tile = sum(s[0] for s in steps[f0:f1])
-    l0, l1, last_w = tiles[-1]
-    last_tile = sum(s[0] for s in steps[l0:l1])
-    drain = p.fix_startup_cycles + last_w / wrate
-    mte2 = sum(m2(s) for s in steps)
+    fix = mid_writes / wrate + last_w / min(p.fix_bytes_per_cycle, share)
+    first_tile = sum(st[0] for st in steps[f0:f1])
+    last_tile = sum(st[0] for st in steps[l0:l1])
+    drain = p.fix_startup_cycles + last_w / min(p.fix_bytes_per_cycle, share)
+    mte2 = sum(m2s)
     # each bound with the part of the pipeline it cannot overlap: the cube and MTE2 wait for
     # the last write; FixPipe starts when the first tile is done
     return max(first + compute + drain, lat2 + mte2 + last_tile + drain, first + first_tile + fix)

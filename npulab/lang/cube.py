@@ -206,14 +206,35 @@ def macs_per_cycle(chip, dtype) -> float:
             4: chip.cube.macs_per_cycle_fp16 * _FP32_RATE}[item]
 
 
-def mmad_cycles(chip, m: int, n: int, k: int, dtype) -> int:
-    """start-up + one fractal step per 16 x 16 x K0 block (K0 = 32 bytes of the input dtype),
-    a step taking 16*16*K0 / MACs-per-cycle cycles (1 on the DaVinci cube)."""
+# Back-to-back mmads pipeline in the cube; FACTS (Mmad.md): two back-to-back mmads into the same
+# L0C need a PIPE_M barrier when (m/16)(n/16) < 10, i.e. a tile of fewer fractals is still in the
+# pipeline when the next mmad would read it.
+PIPELINED_FRACTALS = 10
+
+
+def mmad_cost(chip, m: int, n: int, k: int, dtype) -> tuple[int, int]:
+    """``(dur, lat)`` of one mmad: the cube is busy one fractal step per 16 x 16 x K0 block (K0 =
+    32 bytes of the input dtype, a step taking 16*16*K0 / MACs-per-cycle cycles, 1 on the DaVinci
+    cube) and the result is ready after the cube's pipeline start-up more.
+
+    The start-up is latency, not occupancy, as for copies (:mod:`npulab.sim.timeline`): the next
+    mmad streams its fractals while this one drains, when its tile has at least
+    :data:`PIPELINED_FRACTALS` fractals (``ceil(m/16) * ceil(n/16)``). A smaller tile is
+    charged its start-up as occupancy: the barrier Mmad.md asks for between two such mmads
+    waits for it, so they cannot overlap."""
     dt = np.dtype(dtype)
     k0 = _C0[dt]
-    steps = -(-m // FRACTAL) * -(-n // FRACTAL) * -(-k // k0)
+    fractals = -(-m // FRACTAL) * -(-n // FRACTAL)
+    steps = fractals * -(-k // k0)
     per_step = FRACTAL * FRACTAL * k0 / macs_per_cycle(chip, dt)
-    return int(chip.cube.startup_cycles + -(-(steps * per_step) // 1))
+    busy = int(-(-(steps * per_step) // 1))
+    startup = int(chip.cube.startup_cycles)
+    return (busy, startup) if fractals >= PIPELINED_FRACTALS else (busy + startup, 0)
+
+
+def mmad_cycles(chip, m: int, n: int, k: int, dtype) -> int:
+    """Cycles from one mmad's start to its result (``dur + lat`` of :func:`mmad_cost`)."""
+    return sum(mmad_cost(chip, m, n, k, dtype))
 
 
 def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, *,
@@ -239,7 +260,7 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
         core.issue(*issue_args, **issue_kw)
     else:
         core.issue(*issue_args, name=issue_kw["name"], nbytes=issue_kw["nbytes"],
-                   flops=issue_kw["flops"], energy=issue_kw["energy"])
+                   flops=issue_kw["flops"], energy=issue_kw["energy"], lat=issue_kw["lat"])
 
 
 def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
@@ -280,9 +301,10 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
     c_range = ("L0C", dst.offset, dst.offset + c_n * 4)
     if not init:
         reads.append(c_range)
-    issue_args = (_M, _WORK, _OP_MMAD, mmad_cycles(chip, m, n, k, dt))
+    dur, lat = mmad_cost(chip, m, n, k, dt)
+    issue_args = (_M, _WORK, _OP_MMAD, dur)
     issue_kw = dict(name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
-                    energy=pj * macs, reads=reads, writes=[c_range])
+                    energy=pj * macs, reads=reads, writes=[c_range], lat=lat)
     return m1, n1, k1, k0, acc, issue_args, issue_kw
 
 

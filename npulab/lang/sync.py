@@ -39,11 +39,18 @@ def wait_flag(src: Pipe, dst: Pipe, event_id: int) -> None:
 
 
 def pipe_barrier(pipe: Pipe) -> None:
-    """Order one pipe (pipes already run, and complete, in order here, so it costs nothing), or with
-    ``PIPE_ALL`` wait until every pipe has finished everything issued before it."""
+    """Order one pipe, or with ``PIPE_ALL`` wait until every pipe has finished everything issued
+    before it.
+
+    A pipe already starts its instructions in order; what a barrier adds is that the next one
+    starts only once every earlier one has *completed*: an mmad's or a copy's result is there
+    only after its start-up latency (:mod:`npulab.sim.timeline`). It is a flag the pipe sets
+    for itself and waits on (``flag_key(pipe, pipe, 0)``, which no user flag can name)."""
     core = current().core
     pipe = Pipe(pipe)
     if pipe == Pipe.ALL:
         core.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name="pipe_barrier ALL")
     else:
-        core.issue(pipe, Kind.WORK, Op.BARRIER, name=f"pipe_barrier {pipe.name}")
+        key = flag_key(pipe, pipe, 0)
+        core.issue(pipe, Kind.SET, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name}")
+        core.issue(pipe, Kind.WAIT, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name} (wait)")

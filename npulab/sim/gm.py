@@ -5,11 +5,20 @@ settled when the launch finishes, because what one copy costs depends on all the
 
 * **Cores share GM.** With ``a`` cores active, each core gets ``gm_bytes_per_cycle / a`` (the
   cores of the launch: AIV cores for a vector-only kernel on a split chip, see ``cores_for``).
-* **A core's reads and writes share its part.** Reads (MTE2) and writes (MTE3, FixPipe) of one
-  core split the core's share in proportion to the bytes each direction moves over the whole
-  launch. A streaming kernel such as Add therefore reaches the GM roofline and never passes
-  it. (Chosen simplification: a kernel that reads everything first and writes everything
-  later would, on a real chip, give each phase the whole share.)
+* **A core's reads and writes share its part while both are under way.** A read issued
+  before the core's first write (in program order) is filling the pipeline: the core has no
+  write to share with yet, so it has the core's whole part. A write issued after the core's
+  last read is draining it, with the whole part too. Between the two, reads (MTE2) and writes
+  (MTE3, FixPipe) split the part in proportion to the bytes each direction moves there, but
+  only while the other direction is moving bytes too: once every core is scheduled, each such
+  copy is given the split part for the fraction of its time the other direction overlapped it
+  and the whole part for the rest, and the core is scheduled again, until nothing changes
+  (:meth:`GmTraffic.refine`; the overlap a copy is charged only grows from pass to pass, so
+  no pass moves bytes faster than the share). A streaming kernel such as Add therefore
+  reaches the GM roofline and never passes it, and a kernel that must read a large first
+  tile before it can write anything is not charged as if part of its bandwidth were reserved
+  for writes that have not started. (Chosen simplification: cores still split HBM evenly,
+  whatever the others are doing.)
 * **L2 serves repeats.** Reads are replayed through an LRU cache of ``l2_bytes`` in an
   interleaved order (the j-th read of every core at about the same time, cores in index
   order). A miss fetches from HBM; a later read of the same range before eviction is a hit.
@@ -26,6 +35,8 @@ settled when the launch finishes, because what one copy costs depends on all the
 from __future__ import annotations
 
 from collections import OrderedDict
+
+import numpy as np
 
 from .isa import Pipe
 
@@ -82,12 +93,29 @@ class GmTraffic:
         dev = self.device
         chip = dev.chip
         hbm = self._replay_l2()
-        read_bytes = {c.index: 0.0 for c in dev.cores}
+        # the middle of each core's stream: from its first write to its last read
+        first_write = {c.index: None for c in dev.cores}
+        last_read = {c.index: -1 for c in dev.cores}
+        for ci, idx, _, _ in self.writes:
+            if first_write[ci] is None or idx < first_write[ci]:
+                first_write[ci] = idx
+        for read in self.reads:
+            last_read[read[1]] = max(last_read[read[1]], read[2])
+
+        def shared_read(ci, idx):
+            return first_write[ci] is not None and idx > first_write[ci]
+
+        def shared_write(ci, idx):
+            return idx < last_read[ci]
+
+        read_bytes = {c.index: 0.0 for c in dev.cores}       # bytes moved in the middle
         write_bytes = {c.index: 0.0 for c in dev.cores}
         for read, h in zip(self.reads, hbm):
-            read_bytes[read[1]] += h
-        for ci, _, _, nbytes in self.writes:
-            write_bytes[ci] += nbytes
+            if shared_read(read[1], read[2]):
+                read_bytes[read[1]] += h
+        for ci, idx, _, nbytes in self.writes:
+            if shared_write(ci, idx):
+                write_bytes[ci] += nbytes
         share = chip.gm_share_bytes_per_cycle(dev.active_cores, dev.core_type)
         l2_share = max(share, chip.memory.l2_bytes_per_cycle / dev.active_cores)
         p = chip.pipes
@@ -99,16 +127,107 @@ class GmTraffic:
             total = read_bytes[ci] + write_bytes[ci]
             return share * mine / total if total else share
 
+        # the copies whose part depends on what the other direction does meanwhile, per core:
+        # (instruction, is a read, floor cycles, HBM bytes, the part's fraction of the share)
+        self._shared = {c.index: [] for c in dev.cores}
+        self._by_core = None
+        self._overlap: dict = {}
+        self._share = share
         for read, h in zip(self.reads, hbm):
             ci, idx, nbytes = read[1], read[2], read[4]
-            cycles = max(nbytes / min(p.mte2_bytes_per_cycle, l2_share), h / part(ci, read_bytes[ci]))
-            cores[ci].dur[idx] = int(-(-cycles // 1))
+            floor = nbytes / min(p.mte2_bytes_per_cycle, l2_share)
+            if shared_read(ci, idx):
+                mine = part(ci, read_bytes[ci])
+                self._shared[ci].append((idx, True, floor, h, mine / share))
+            else:
+                mine = share
+            cores[ci].dur[idx] = int(-(-max(floor, h / mine) // 1))
             cores[ci].lat[idx] = int(p.mte2_startup_cycles)
         for ci, idx, pipe, nbytes in self.writes:
             rate, startup = rates[Pipe(pipe)]
-            cycles = nbytes / min(rate, part(ci, write_bytes[ci]))
-            cores[ci].dur[idx] = int(-(-cycles // 1))
+            floor = nbytes / rate
+            if shared_write(ci, idx):
+                mine = part(ci, write_bytes[ci])
+                self._shared[ci].append((idx, False, floor, nbytes, mine / share))
+            else:
+                mine = share
+            cores[ci].dur[idx] = int(-(-max(floor, nbytes / mine) // 1))
             cores[ci].lat[idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))
         return dict(self.stats)
+
+    def refine(self, core, start) -> bool:
+        """One more pass for one core, given when its instructions started in the last: a shared
+        copy keeps the split part only for the fraction ``f`` of its time that the other
+        direction was moving bytes too, and the whole share for the rest, so it takes
+
+            max(floor, bytes / (share * (1 - f + f * part)))
+
+        cycles, ``f`` the largest overlap it met in any pass so far. Returns whether any
+        duration changed (then the core is scheduled again)."""
+        shared = self._shared.get(core.index)
+        if not shared:
+            return False
+        if self._by_core is None:
+            by_core: dict = {}
+            for r in self.reads:
+                by_core.setdefault(r[1], ([], []))[0].append(r[2])
+            for w in self.writes:
+                by_core.setdefault(w[0], ([], []))[1].append(w[1])
+            self._by_core = by_core
+        start = np.asarray(start, dtype=np.float64)
+        dur = np.asarray(core.dur, dtype=np.float64)
+        rd_i, wr_i = (np.asarray(x, dtype=np.int64) for x in self._by_core[core.index])
+        busy = {True: _union(start[rd_i], start[rd_i] + dur[rd_i]),
+                False: _union(start[wr_i], start[wr_i] + dur[wr_i])}
+        idx, is_read, floor, nbytes, frac = (np.asarray(col) for col in zip(*shared))
+        s0 = start[idx]
+        s1 = s0 + dur[idx]
+        length = np.maximum(s1 - s0, 1e-9)
+        f = np.where(is_read, _covered(busy[False], s0, s1), _covered(busy[True], s0, s1)) / length
+        # overlap only grows from round to round: durations only grow after the first, and a
+        # copy is never charged less overlap than it met in any schedule (no pass beats the share)
+        seen = self._overlap.get(core.index)
+        if seen is not None:
+            f = np.maximum(f, seen)
+        self._overlap[core.index] = f
+        cycles = np.ceil(np.maximum(floor, nbytes / (self._share * (1.0 - f + f * frac)))).astype(np.int64)
+        old = dur[idx].astype(np.int64)
+        if np.array_equal(cycles, old):
+            return False
+        d = core.dur
+        for i, c in zip(idx.tolist(), cycles.tolist()):
+            d[i] = c
+        return True
+
+
+def _union(lo, hi):
+    """The disjoint union of intervals [lo, hi), as sorted starts, ends and covered length
+    before each start."""
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    new = np.empty(len(lo), bool)
+    new[0] = True
+    new[1:] = lo[1:] > hi[:-1]
+    starts = lo[new]
+    ends = np.append(hi[np.flatnonzero(new)[1:] - 1], hi[-1])
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)[:-1]))
+    return starts, ends, before
+
+
+def _covered(union, a, b) -> np.ndarray:
+    """How much of each [a, b) the union covers."""
+    starts, ends, before = union
+    if not len(starts):
+        return np.zeros(len(a))
+
+    def upto(t):
+        k = np.searchsorted(starts, t, side="right") - 1
+        kc = np.maximum(k, 0)
+        return np.where(k < 0, 0.0, before[kc] + np.minimum(t, ends[kc]) - starts[kc])
+    return upto(b) - upto(a)
