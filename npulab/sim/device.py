@@ -24,8 +24,8 @@ DEFAULT_BUDGET = 20_000_000
 
 
 #: at most this many passes settle how a core's GM reads and writes overlap
-#: (:meth:`GmTraffic.refine`); they stop when no duration changes, in two to eight passes for
-#: the kernels here
+#: (:meth:`GmTraffic.refine`); they stop once no copy would change by more than 1%, in two to
+#: four passes for the kernels here
 GM_ROUNDS = 16
 
 

@@ -41,6 +41,10 @@ import numpy as np
 from .isa import Pipe
 
 
+#: :meth:`GmTraffic.refine` stops when no copy's duration changed by more than this fraction
+SETTLED = 0.01
+
+
 class GmTraffic:
     """The GM reads and writes of one launch."""
 
@@ -164,8 +168,9 @@ class GmTraffic:
 
             max(floor, bytes / (share * (1 - f + f * part)))
 
-        cycles, ``f`` the largest overlap it met in any pass so far. Returns whether any
-        duration changed (then the core is scheduled again)."""
+        cycles, ``f`` the largest overlap it met in any pass so far. Sets them and returns
+        True (the core is then scheduled again) unless none would change by more than
+        :data:`SETTLED` of itself."""
         shared = self._shared.get(core.index)
         if not shared:
             return False
@@ -194,7 +199,9 @@ class GmTraffic:
         self._overlap[core.index] = f
         cycles = np.ceil(np.maximum(floor, nbytes / (self._share * (1.0 - f + f * frac)))).astype(np.int64)
         old = dur[idx].astype(np.int64)
-        if np.array_equal(cycles, old):
+        # settled once no copy would move by more than SETTLED of its duration (the passes creep
+        # up by halving steps): the schedule just made stands, with the durations it used
+        if not np.any(np.abs(cycles - old) > np.maximum(1, SETTLED * old)):
             return False
         d = core.dur
         for i, c in zip(idx.tolist(), cycles.tolist()):
