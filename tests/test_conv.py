@@ -440,3 +440,49 @@ def test_errors(call, match):
     w = np.ones((8, 4, 3, 3), np.float16)
     with pytest.raises(ShapeError, match=match):
         call(x, w)
+
+
+@pytest.mark.parametrize("case", [
+    # n, cin, cout, (d, h, w), (sd, sh, sw), dtype, tile_m, c1_step, schedule
+    (2, 20, 24, (1, 9, 7), (1, 2, 2), np.float16, 32, 1, "cyclic"),
+    (1, 16, 16, (1, 8, 8), (1, 3, 2), np.float32, 16, 2, "teams"),
+    (2, 33, 8, (3, 5, 6), (2, 2, 3), np.float16, 48, 2, "cyclic"),
+    (1, 40, 16, (1, 11, 13), (1, 2, 2), np.int8, 64, 1, "teams")])
+def test_strided_1x1_conv_reads_only_the_pixels_it_uses(case):
+    """A 1 x 1 conv with a stride and no padding copies every s-th pixel of every s-th row in
+    strided bursts and runs as a stride-1 conv on them (race-checked): the answer is torch's
+    (the integer reference for int8), and GM reads are exactly those pixels' bytes."""
+    n, cin, cout, (d, h, w), stride, dt, tm, c1s, schedule = case
+    rng = np.random.default_rng(cin)
+    if dt == np.int8:
+        x = rng.integers(-128, 128, (n, cin, d, h, w)).astype(dt)
+        wt = rng.integers(-128, 128, (cout, cin, 1, 1, 1)).astype(dt)
+    else:
+        x = rng.standard_normal((n, cin, d, h, w)).astype(dt)
+        wt = rng.standard_normal((cout, cin, 1, 1, 1)).astype(dt)
+    prob = K.make_problem(x.shape, wt.shape, dt, stride)
+    assert prob.gm_geom is not None and "strided_read" in prob.recipe()
+    g = prob.geom
+    assert (g.d, g.h, g.w, g.stride) == (g.od, g.oh, g.ow, (1, 1, 1))
+    assert (prob.x_geom.d, prob.x_geom.h, prob.x_geom.w) == (d, h, w)
+    bd = 3 if schedule == "teams" else 4
+    t = replace(prob, tile_m=tm, tile_n=16, c1_step=c1s, tile_k0=prob.k0, block_dim=bd, schedule=schedule)
+    can_implement(t, "teach")
+    y, tr = K.run_conv(x, wt, t, 1, chip="teach", check_races=True)
+    if dt == np.int8:
+        ref = TF.conv3d(torch.tensor(x.astype(np.float64)), torch.tensor(wt.astype(np.float64)),
+                        None, stride).numpy()
+        np.testing.assert_array_equal(y, ref.astype(np.int64))
+    else:
+        ref = TF.conv3d(_torch(x), _torch(wt), None, stride).numpy()
+        assert_close(y, ref, unit="cube")
+    used = n * t.c1 * t.c0 * g.d * g.h * g.w * x.itemsize
+    weights = tr.summary()["gm_read_bytes"] - used
+    assert 0 <= weights <= t.k * t.n1 * 16 * x.itemsize * t.block_dim   # the rest is weights
+
+
+def test_strided_read_only_for_unpadded_1x1():
+    for k, pad, stride in ((3, 0, 2), (1, 1, 2), (1, 0, 1)):
+        prob = K.make_problem((1, 16, 1, 8, 8), (16, 16, 1, k, k), np.float16, (1, stride, stride),
+                              ((0, 0), (pad, pad), (pad, pad)))
+        assert prob.gm_geom is None and prob.x_geom is prob.geom

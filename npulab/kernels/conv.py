@@ -40,7 +40,8 @@ from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf,
                     fixpipe, get_block_idx, load_data, mmad, set_flag, wait_flag)
 from ..lang.conv_load import ConvGeom, Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
 from .conv_tiling import (C04, EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
-                          map_copies, map_rows_to_load, run_rows, slab_boxes, use_c04)
+                          map_copies, map_rows_to_load, run_rows, slab_boxes, strided_read,
+                          use_c04)
 
 
 # -- host side: the problem and the layouts --------------------------------------------------------
@@ -73,6 +74,7 @@ def make_problem(x_shape, w_shape, dtype, stride=(1, 1, 1), pads=((0, 0), (0, 0)
                          f"stride {stride}, dilation {dilation}, pads {pads}); the dilated kernel "
                          f"must fit the padded input")
     geom = ConvGeom(d, h, w, kd, kh, kw, tuple(stride), tuple(dilation), tuple(p[0] for p in pads), *out)
+    dense = strided_read(geom)
     c0 = F.c0_of(dt)
     cout_g = cout // groups
     e = enlarge(groups, cin_g, cout_g, c0)
@@ -85,8 +87,11 @@ def make_problem(x_shape, w_shape, dtype, stride=(1, 1, 1), pads=((0, 0), (0, 0)
         raise ShapeError(f"conv: the C04 format needs float16, at most {C04} input channels, one "
                          f"group, a 2-D conv and a row of whole 32-byte blocks (W a multiple of 4); "
                          f"got {dt}, {cin} channels, groups={groups}, D={d}, W={w}")
+    gm_geom = None
+    if dense is not None and not c04:        # read only the pixels a strided 1 x 1 conv uses
+        geom, gm_geom = dense, geom
     return ConvTiling(batch=n, groups=-(-groups // e), cin_e=e * cin_g, cout_e=e * cout_g, cout=cout,
-                      geom=geom, dtype=dt.name, out_dtype=np.dtype(out_dtype).name, has_bias=has_bias,
+                      geom=geom, gm_geom=gm_geom, dtype=dt.name, out_dtype=np.dtype(out_dtype).name, has_bias=has_bias,
                       scale=scale, scale_value=float(scale_value), has_offset=has_offset, relu=relu,
                       c04=bool(c04))
 
@@ -171,7 +176,7 @@ class BlockConvMmad:
         pipe.init_buffer(self.a2, t.l0_buffers, F.round_up(t.tile_m, 16) * t.tile_k0 * item)
         pipe.init_buffer(self.b2, t.l0_buffers, t.tile_k0 * self.n16 * item)
         pipe.init_buffer(self.c, t.l0c_buffers, F.round_up(t.tile_m, 16) * self.n16 * 4)
-        g = t.geom
+        g = t.x_geom                                 # the map as it lies in GM
         self.plane = g.h * g.w * c0                  # one depth plane of one channel block
         self.block = g.d * self.plane                # one channel block of one image
 
@@ -420,7 +425,7 @@ def run_conv(x: np.ndarray, w: np.ndarray, t: ConvTiling, groups: int, bias=None
         xp, wp = pack_input(x, t), pack_weight(w, t, groups)
     else:
         c1c0 = t.c1 * t.c0
-        g = t.geom
+        g = t.x_geom
         xp = _Shape(t.batch * t.groups * c1c0 * g.d * g.h * g.w, t.np_dtype)
         wp = _Shape(t.groups * t.k * t.n1 * 16, t.np_dtype)
     y, trace = launch_conv(xp, wp, t, vectors, chip, mode, check_races)
@@ -429,7 +434,7 @@ def run_conv(x: np.ndarray, w: np.ndarray, t: ConvTiling, groups: int, bias=None
 
 def simulate(t: ConvTiling, chip="910"):
     """Timing-only run of tiling ``t`` (no operand data is allocated); returns the Trace."""
-    g = t.geom
+    g = t.x_geom
     c1c0 = t.c1 * t.c0
     xp = _Shape(t.batch * t.groups * c1c0 * g.d * g.h * g.w, t.np_dtype)
     wp = _Shape(t.groups * t.k * t.n1 * 16, t.np_dtype)

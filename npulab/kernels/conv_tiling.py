@@ -81,6 +81,8 @@ class ConvTiling:
     relu: bool = False
     c04: bool = False          # the small-channel first-layer format (see :func:`use_c04`): the
                                # map in C0 = 4 blocks, K = taps x 4 channels padded to 16 once
+    gm_geom: ConvGeom | None = None  # strided read (see :func:`strided_read`): the input map as
+                               # it lies in GM; ``geom`` is then the stride-1 map the kernel reads
     # tiles
     tile_m: int = 128
     tile_n: int = 128
@@ -115,6 +117,11 @@ class ConvTiling:
     @property
     def acc_dtype(self) -> np.dtype:
         return ACC_DTYPE[self.np_dtype]
+
+    @property
+    def x_geom(self) -> ConvGeom:
+        """The input map as it lies in GM (``geom`` unless the tiling reads it strided)."""
+        return self.gm_geom or self.geom
 
     @cached_property
     def c0(self) -> int:
@@ -195,9 +202,25 @@ class ConvTiling:
                f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'}")
         return (f"{self.tile_m}x{self.tile_n} c1_step={self.c1_step} k0={self.tile_k0}"
                 f"{' w_resident' if self.w_resident else ''}{' map_resident' if self.map_resident else ''}"
-                f"{' c04' if self.c04 else ''} "
+                f"{' c04' if self.c04 else ''}{' strided_read' if self.gm_geom else ''} "
                 f"buf={self.l1_buffers}/{self.l0_buffers}/{self.l0c_buffers} "
                 f"{how} blocks={self.block_dim}")
+
+
+def strided_read(geom: ConvGeom) -> ConvGeom | None:
+    """The map a 1 x 1 convolution with a stride reads, when it reads only the pixels it uses.
+
+    A 1 x 1 kernel with stride s and no padding uses every s-th pixel of every s-th row (a
+    ResNet downsample reads a quarter of its input). Copied in with strided bursts (one
+    ``DataCopy`` per row and channel block: blockLen = C0, srcStride = s x C0) those pixels
+    form a dense map of the output's size, over which the conv is a 1 x 1 stride-1 one: the
+    returned geometry. None for any other conv. (``_box`` would otherwise copy whole rows,
+    skipped pixels and all; CANN's graph engine gets the same saving by fusing a strided read
+    into Conv2D.)"""
+    g = geom
+    if (g.kd, g.kh, g.kw) != (1, 1, 1) or any(g.pad) or tuple(g.stride) == (1, 1, 1):
+        return None
+    return ConvGeom(g.od, g.oh, g.ow, 1, 1, 1, (1, 1, 1), (1, 1, 1), (0, 0, 0), g.od, g.oh, g.ow)
 
 
 # -- group enlargement --------------------------------------------------------------------------
@@ -407,6 +430,8 @@ def map_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
     blocks of an M tile's boxes into L1: one per box (per depth plane when a box holds part of
     several planes); a run of whole images is copied per channel block instead when that takes
     fewer copies (a 7 x 7 map at batch 32)."""
+    if t.gm_geom is not None:
+        return _strided_copies(t, boxes, cs, c1_elems)
     g, c0 = t.geom, t.c0
     plane = g.h * g.w * c0
     block = g.d * plane
@@ -433,6 +458,37 @@ def map_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
         else:
             out += [(base + z * length * c0, src + z * plane, cs, length * c0, block, c1_elems)
                     for z in range(nd)]
+    return out
+
+
+def _strided_copies(t: "ConvTiling", boxes, cs: int, c1_elems: int) -> list:
+    """map_copies of a strided read: the boxes are in the stride-1 map's pixels; each of
+    their rows is one copy per channel block, of one C0 burst per pixel, ``stride`` pixels
+    apart in GM."""
+    g, x, c0 = t.geom, t.gm_geom, t.c0
+    sd, sh, sw = x.stride
+    plane = x.h * x.w * c0
+    block = x.d * plane
+    image = t.groups * t.c1 * block
+    out = []
+    for img, d0, nd, start, length, base in boxes:
+        for z in range(nd):
+            at = base + z * length * c0
+            for r, c, n in _row_runs(start, length, g.w):
+                src = img * image + (d0 + z) * sd * plane + (r * sh * x.w + c * sw) * c0
+                dst = at + (r * g.w + c - start) * c0
+                out += [(dst + k * c1_elems, src + k * block, n, c0, sw * c0, c0) for k in range(cs)]
+    return out
+
+
+def _row_runs(start: int, length: int, w: int) -> list:
+    """(row, first column, pixels) of each row that flat pixels start .. start+length-1 touch."""
+    out, p, end = [], start, start + length
+    while p < end:
+        r, c = divmod(p, w)
+        n = min(w - c, end - p)
+        out.append((r, c, n))
+        p += n
     return out
 
 
@@ -799,4 +855,5 @@ def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: boo
 __all__ = ["ConvTiling", "enlarge", "tile_boxes", "slab_boxes", "max_slab", "slab_elems", "block_work",
            "busiest_block", "buffer_demand", "problems", "can_implement", "estimate_cycles",
            "default_tiling", "candidates", "map_copies", "SUPPORTED", "ACC_DTYPE", "EPI_SLOTS",
-           "SEARCH_LIMIT", "SEARCH_MIN_CYCLES", "C04", "use_c04", "run_rows", "map_rows_to_load"]
+           "SEARCH_LIMIT", "SEARCH_MIN_CYCLES", "C04", "use_c04", "run_rows", "map_rows_to_load",
+           "strided_read"]
