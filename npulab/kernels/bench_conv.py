@@ -4,8 +4,9 @@ Rows have the format of :mod:`npulab.kernels.bench` (``op``, ``shape``, ``dtype`
 ``tiling``, ``cycles``, ``lower_bound_cycles`` = MACs / (cores x MACs per cycle),
 ``utilization`` = lower_bound_cycles / cycles), plus ``layer`` (torchvision's module name),
 ``roofline_utilization``: the best utilization the chip's HBM allows this layer (its MACs
-against the cycles needed to read the input and weights once and write the output once at the
-GM bandwidth: a 1 x 1 conv over a 56 x 56 map cannot pass about 0.24), and ``estimated``
+against the cycles needed to read the input pixels the conv uses and the weights once and write
+the output once at the GM bandwidth: a 1 x 1 conv over a 56 x 56 map cannot pass about 0.24),
+and ``estimated``
 (false: every row is simulated in full, timing mode). Summary rows give the mean utilization
 over the 53 layers at each batch, the MAC-weighted one, and the mean roofline bound.
 
