@@ -133,21 +133,46 @@ def test_gelu_erf_fp32_far_tails_and_near_zero():
     assert_close(y, F.gelu(torch.tensor(x)).numpy())
 
 
+SOFTMAX_PATHS = ((True, True), (True, False), (False, False))      # (narrow, exp16)
+
+
 def test_fp16_softmax_max_and_subtract_in_fp16_or_widened():
-    # the default fp16 AR kernel takes the row max and x - max in fp16 before widening; the
-    # widened path (narrow=False, as ops-nn) does every step in fp32; both match torch on rows
-    # of very different scales, and the narrow path spends less vector time
+    # the default fp16 AR kernel takes the row max, x - max, exp and the scaling in fp16 and
+    # only the sum in fp32 (exp16); narrow without exp16 widens after x - max; narrow=False (as
+    # ops-nn) does every step in fp32. All three match torch on rows of very different
+    # scales, and each step moved to fp16 spends less vector time
     from npulab.kernels.softmax import launch_softmax, softmax_ar_tiling
     rng = np.random.default_rng(11)
     scales = np.array([1e-3, 0.5, 4.0, 30.0, 300.0, 3000.0, 20000.0])[:, None]
     x = np.clip(rng.standard_normal((7 * 9, 768)) * np.repeat(scales, 9, axis=0), -65504, 65504).astype(np.float16)
     ref = F.softmax(torch.tensor(x.astype(np.float32)), -1).numpy()
-    cycles = {}
-    for narrow in (True, False):
-        t = softmax_ar_tiling(x.shape[0], 768, np.float16, "910b", narrow=narrow)
-        assert t.narrow is narrow
-        y, _ = launch_softmax(x, t, "910b")
-        assert_close(y, ref)
-        _, tr = launch_softmax(x, t, "910b", "timing")
-        cycles[narrow] = int(tr.busy_cycles(0)[5])
-    assert cycles[True] < cycles[False]
+    for chip in ("910", "910b"):
+        cycles = []
+        for narrow, exp16 in SOFTMAX_PATHS:
+            t = softmax_ar_tiling(x.shape[0], 768, np.float16, chip, narrow=narrow, exp16=exp16)
+            assert (t.narrow, t.exp16) == (narrow, exp16)
+            y, _ = launch_softmax(x, t, chip)
+            assert_close(y, ref)
+            _, tr = launch_softmax(x, t, chip, "timing")
+            cycles.append(int(tr.busy_cycles(0)[5]))
+        assert cycles[0] < cycles[1] < cycles[2]
+    assert softmax_ar_tiling(8, 768, np.float16, "910").exp16          # the default
+    assert not softmax_ar_tiling(8, 768, np.float16, "910", narrow=False, exp16=True).exp16
+
+
+@pytest.mark.parametrize("narrow, exp16", SOFTMAX_PATHS)
+def test_fp16_softmax_on_every_fp16_value(narrow, exp16):
+    # every finite fp16 value v in a row [v, 0, ..., 0] (so exp sees v and -v after the max is
+    # taken off), and the sorted values 32 to a row (rows of every spread); 32 columns fold in
+    # two 16-value halves, as 768 does
+    from npulab.kernels.softmax import launch_softmax, softmax_ar_tiling
+    cols = 32
+    one = np.zeros((FP16_ALL.size, cols), np.float16)
+    one[:, 0] = FP16_ALL
+    ordered = np.sort(FP16_ALL.astype(np.float32)).astype(np.float16)
+    dense = np.resize(ordered, (-(-ordered.size // cols)) * cols).reshape(-1, cols)
+    x = np.concatenate([one, dense])
+    t = softmax_ar_tiling(x.shape[0], cols, np.float16, "910", narrow=narrow, exp16=exp16)
+    y, _ = launch_softmax(x, t, "910")
+    assert not np.isnan(y).any()
+    assert_close(y, F.softmax(torch.tensor(x.astype(np.float32)), -1).numpy())

@@ -158,3 +158,52 @@ def test_rsqrt_is_one_transcendental_instruction(dtype):
     sq_cyc, _ = _vector_cycles(lambda d, s: lang.sqrt(d, s, n), x32)
     two_cyc, two_n = _vector_cycles(lambda d, s: (lang.sqrt(d, s, n), lang.reciprocal(d, d, n)), x32)
     assert rs_cyc == sq_cyc and rs_n == 1 and two_n == 2 and two_cyc == 2 * rs_cyc
+
+
+# -- the across-rows form: a repeat's 8 blocks from 8 rows (block stride one row) ------------
+def test_per_row_ops_sweep_8_rows_a_repeat():
+    vec = get_chip("910").vector
+    cols = 768                                 # 96 fp32 blocks a row, 12 repeats
+    for rows in (16, 10):                      # two groups of 8 rows; the second masked to 2
+        x = np.ones(rows * cols, np.float32)
+        cyc, n = _vector_cycles(lambda d, s: lang.mul_per_row(d, s, s, rows, cols), x)
+        groups = -(-rows // 8)
+        brcb = vec.startup_cycles + -(-rows // 8)
+        assert n == 1 + groups and cyc == brcb + groups * (vec.startup_cycles + 96)
+        # cheaper than a chunk of columns a instruction (12 of them) or a row a instruction
+        assert cyc - brcb < min(12 * (vec.startup_cycles + rows), rows * (vec.startup_cycles + 12))
+    # the per-column operand is read with block stride 0: the same form, no Brcb
+    x = np.ones(16 * cols, np.float32)
+    cyc, n = _vector_cycles(lambda d, s: lang.mul_per_col(d, s, s, 16, cols), x)
+    assert n == 2 and cyc == 2 * (vec.startup_cycles + 96)
+    # a block stride is a uint8 count of blocks: rows longer than 255 blocks keep the old forms
+    x = np.ones(8 * 2048, np.float32)
+    _, n = _vector_cycles(lambda d, s: lang.mul_per_col(d, s, s, 8, 2048), x)
+    assert n == 8                              # one instruction a row, 32 repeats each
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_rows_forms_fold_a_rows_halves(dtype):
+    """add_rows / mul_rows / mul_add_dst_rows: elementwise over rows x cols tiles with separate
+    row strides for dst and sources; folding each row's second half onto its first."""
+    rows, cols = 9, 64
+    half = cols // 2
+    x = (X[: rows * cols] / 2).astype(dtype)
+    m = x.reshape(rows, cols).astype(np.float64)
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float16 else dict(rtol=1e-6, atol=1e-6)
+    out, _ = run_vector(lambda d, s: lang.vector.add_rows(d, s, s[half:], rows, half, half, cols), x, dtype=dtype)
+    np.testing.assert_allclose(out[: rows * half].reshape(rows, half), m[:, :half] + m[:, half:], **tol)
+
+    def squares(d, s):
+        lang.vector.mul_rows(d, s, s, rows, half, half, cols)
+        lang.vector.mul_add_dst_rows(d, s[half:], s[half:], rows, half, half, cols)
+    out, _ = run_vector(squares, x, dtype=dtype)
+    np.testing.assert_allclose(out[: rows * half].reshape(rows, half), m[:, :half] ** 2 + m[:, half:] ** 2, **tol)
+
+
+def test_rows_forms_check_their_operands():
+    x = np.ones(64, np.float32)
+    with pytest.raises(Exception, match="stride 8 is shorter than a row"):
+        run_vector(lambda d, s: lang.vector.add_rows(d, s, s, 4, 16, 8, 16), x)
+    with pytest.raises(Exception, match="must match"):
+        run_vector(lambda d, s: lang.vector.mul_rows(d, s, s.reinterpret_cast(np.int32), 2, 8), x)

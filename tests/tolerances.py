@@ -11,8 +11,10 @@ to fp16 at the end (half a unit in the last place, 2**-11 ~ 4.9e-4 relative) plu
 fp32 arithmetic landing on the neighbouring fp16 value: about one ulp, 2**-10 ~ 9.8e-4.
 
 Vector unit (fp16 kernels widen to fp32 inside, as ops-nn's do, and round once on the way out,
-except where lab 07 lists a step computed in fp16 as Ascend C's own APIs do: GELU for fp16
-inputs, Softmax's row max and x - max):
+except where lab 07 lists a step computed in fp16: GELU for fp16 inputs, as Ascend C's Gelu<half>
+does; Softmax's row max, x - max, exp and the scaling by 1 / sum, with only the sum in fp32, as
+CANN's TBE SoftmaxV2 does on chips without an fp32 exp: its error bound, derived in
+``KernelSoftmaxAR``, is 1.95e-3 y + 1.5e-3 for rows up to 32,768 values, inside the fp16 row):
 
 * float32: 1e-5 / 1e-5. Reductions sum in another order than PyTorch (a few fp32 ulps), and
   GELU's erf form uses a fitted polynomial for log(1 - Phi) whose worst error is a fraction of

@@ -7,13 +7,17 @@ What you learn here (lab 07):
   so every reduction stays inside one tile: no cross-core or cross-tile sums;
 * reductions along a row use the 2-D vector forms (``reduce_sum_rows``: WholeReduceSum over
   each repeat, then over the partials), and per-row statistics are broadcast back with
-  ``sub_per_row`` / ``mul_per_row`` (Brcb + a repeat stride of one row: one instruction a row
-  or a column chunk, each paying the vector start-up); LayerNorm copies gamma and beta into
-  every row of a whole tile once a block, so y * gamma + beta is one ``FusedMulAdd`` over the
-  tile (RMSNorm keeps gamma one row reused for every row, ``mul_per_col``: repeat stride 0);
-  1 / sqrt(var + eps) is one ``Rsqrt``;
+  ``sub_per_row`` / ``mul_per_row`` (Brcb, then a block stride of one row: one instruction
+  sweeps 8 rows, a repeat taking one block of each; lang.vector), per-column ones (gamma,
+  beta: one row reused by every row) with the ``*_per_col`` forms, block stride 0;
+* LayerNorm's variance comes from the centred values, their squares summed as they are made:
+  each row's two halves squared and added in one pass (``mul_rows``, ``mul_add_dst_rows``:
+  Mul, then MulAddDst), so half as many values are left to reduce; 1 / sqrt(var + eps) is one
+  ``Rsqrt``; y * gamma + beta is one ``FusedMulAdd`` (per column, or over the tile when gamma
+  and beta are copied into every row of a tile, ``param_tile``);
 * fp16 kernels widen each tile to fp32 with ``cast``, compute in fp32 and round once on the way
-  out, as ops-nn's LayerNorm and RMSNorm do (the cast is a vector pass and is paid for).
+  out, as ops-nn's LayerNorm and RMSNorm do (the cast is a vector pass and is paid for); the
+  freed fp16 slot holds LayerNorm's squares.
 
 Host side: :func:`row_tiling` sizes the tiles from the UB the chip has; the ``check_*``
 functions validate inputs; the ``launch_*`` functions run a kernel with a tiling.
@@ -36,9 +40,12 @@ BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
 MIN_TILES_PER_BLOCK = 16    # split a block at least this finely so copies and compute overlap
                             # (fewer, larger tiles pay fewer vector start-ups but more fill and
                             # drain; 16 is the best at BERT sizes on the 910, see bench_vector)
-MIN_TILES_WIDENED = 13      # the same for fp16 tiles widened to fp32 (vector-bound: larger
-                            # tiles amortise the per-row-chunk instructions' start-ups; 13 is
-                            # the best for fp16 LayerNorm and Softmax on the 910b, bench_vector)
+MIN_TILES_WIDENED = 8       # the same for fp16 tiles widened to fp32 (vector-bound: larger
+                            # tiles amortise the instructions' start-ups), rounded down to whole
+                            # groups of GROUP_ROWS rows; 8 is the best for fp16 LayerNorm and
+                            # Softmax on the 910 and the 910b (bench_vector)
+GROUP_ROWS = 8              # rows one instruction sweeps in the vector forms that take a repeat's
+                            # 8 blocks from 8 rows (lang.vector._issue_rows)
 # three slots a queue: a read pays its copy start-up on top of its bytes, and with two slots
 # the next read often starts too late to finish before the vector unit wants it. In Ascend C
 # the slot count is InitBuffer's ``num`` (uint8_t; 1 = single, 2 = double buffering; every
@@ -70,10 +77,12 @@ class RowTiling:
     tile_rows: int      # rows a UB tile
     buffer_num: int     # slots of the in and out queues: 2 = double buffering, 3 = triple
     ub_bytes: int       # UB the kernel reserves (for the reader; checked against the chip)
-    ramp: int = 2       # smaller tiles at both ends of a block (ramp_tiles)
+    ramp: int = 2       # halvings of the tiles at both ends of a block (ramp_tiles)
     param_rows: int = 0  # fp32 parameter rows (gamma, beta) broadcast to a whole tile once a block
     narrow: bool = False  # fp16: run the kernel's leading steps in fp16 before widening
                           # (Softmax: the row max, exact in fp16, and x - max); see KernelSoftmaxAR
+    exp16: bool = False   # fp16 Softmax with narrow: exp and the scaling by 1 / sum in fp16 too,
+                          # only the sum widened (KernelSoftmaxAR)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,19 +92,23 @@ class RowTiling:
         return np.dtype(self.dtype)
 
 
-def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, fixed_bytes: int = 0,
+def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float, fixed_bytes: int = 0,
                stats: int = 2, buffer_num: int = BUFFER_NUM, tile_rows: int | None = None,
-               ramp: int = 2, param_rows: int = 0, narrow: bool = False) -> RowTiling:
+               ramp: int | None = None, param_rows: int = 0, narrow: bool = False,
+               exp16: bool = False) -> RowTiling:
     """Split ``rows`` rows of ``cols`` elements over the cores and into UB tiles.
 
     A tile of r rows holds ``buffer_num`` in slots and ``buffer_num`` out slots of r x cols
-    ``dtype``, plus ``work_rows`` fp32 scratch rows of r x cols (the kernel's temporaries);
+    ``dtype``, plus ``work_rows`` fp32 scratch rows of r x cols (the kernel's temporaries; 0.5 =
+    half a row);
     ``fixed_bytes`` is what the kernel keeps for the whole block (gamma, beta); ``stats`` fp32
     values a row hold per-row statistics (mean, 1/std, ...); ``param_rows`` fp32 rows a tile row
     hold parameters broadcast to the whole tile (LayerNorm's gamma and beta, see
     KernelLayerNorm); ``narrow`` (fp16) adds an fp16 statistic a row.
     tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block
-    (1/MIN_TILES_WIDENED for fp16); the kernel runs smaller tiles at both ends (ramp_tiles).
+    (1/MIN_TILES_WIDENED for fp16, in whole groups of GROUP_ROWS rows); the kernel runs smaller
+    tiles at both ends (ramp_tiles: ``ramp`` halvings, default 2 for fp32 and 1 for fp16, whose
+    vector-bound tiles gain less from a short fill than they pay in start-ups).
     """
     chip = get_chip(chip)
     dt = check_float(what, "input", dtype)
@@ -106,9 +119,11 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
     block_factor = -(-rows // chip.cores_for("aiv"))
     block_dim = -(-rows // block_factor)
     narrow = bool(narrow) and dt != F32
+    exp16 = bool(exp16) and narrow
     per_row = (2 * buffer_num * cols * dt.itemsize + (work_rows + param_rows) * cols * F32.itemsize
-               + stats * 4 + 2 * narrow)
-    slack = (2 * buffer_num + work_rows + param_rows + 5) * BLOCK_BYTES   # 32-byte rounding of each buffer
+               + stats * 4 + 2 * narrow + 2 * exp16)
+    slack = (2 * buffer_num + int(-(-work_rows // 1)) + param_rows + 5) * BLOCK_BYTES   # 32-byte rounding
+    per_row = int(-(-per_row // 1))
     free = chip.buffers.ub - fixed_bytes - slack
     fit = free // per_row
     if fit < 1:
@@ -118,16 +133,21 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: int, 
             f"{fixed_bytes:,} B kept), "
             f"and chip '{chip.name}' has {chip.buffers.ub:,} B. Normalise fewer elements at once "
             f"(a smaller last dimension) or use a chip with a larger UB.")
+    if ramp is None:
+        ramp = 2 if dt == F32 else 1
     if tile_rows is None:
         # a widened (fp16) tile is vector-bound: there, larger tiles amortise the vector
         # start-ups better than more tiles hide the fill and drain
-        tiles = MIN_TILES_PER_BLOCK if dt == F32 else MIN_TILES_WIDENED
-        tile_rows = min(fit, -(-block_factor // tiles))
+        if dt == F32:
+            tile_rows = min(fit, -(-block_factor // MIN_TILES_PER_BLOCK))
+        else:
+            r = -(-block_factor // MIN_TILES_WIDENED)
+            tile_rows = min(fit, r // GROUP_ROWS * GROUP_ROWS if r >= GROUP_ROWS else r)
     elif not 1 <= tile_rows <= fit:
         raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
     ub = fixed_bytes + tile_rows * per_row + slack
     return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub, ramp,
-                     int(param_rows), narrow)
+                     int(param_rows), narrow, exp16)
 
 
 def ramp_tiles(total: int, tile: int, unit: int = 1, ramp: int = 2) -> list[int]:
@@ -194,15 +214,20 @@ class RowKernel:
         self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_y, t.buffer_num, tile * self.dtype.itemsize)
         self.work = []
-        for k in range(self.WORK_ROWS + (1 if self.wide else 0)):
+        for k, nbytes in enumerate(self.work_sizes()):
             b = TBuf(VECCALC, f"work{k}")
-            self.pipe.init_buffer(b, tile * 4)
+            self.pipe.init_buffer(b, nbytes)
             self.work.append(b.get(F32))
         stat = TBuf(VECCALC, "stats")
         self.stat_len = _round_up(t.tile_rows, BLOCK_BYTES // 4)
         self.pipe.init_buffer(stat, self.STATS * self.stat_len * 4)
         st = stat.get(F32)
         self.stats = [st[k * self.stat_len:] for k in range(self.STATS)]
+
+    def work_sizes(self) -> list[int]:
+        """Bytes of each fp32 scratch buffer: WORK_ROWS whole tiles, and the fp32 copy of an
+        fp16 tile (the last one)."""
+        return [self.t.tile_rows * self.t.cols * 4] * (self.WORK_ROWS + (1 if self.wide else 0))
 
     # -- parameters (gamma, beta, ...): one row each, loaded once a block, widened to fp32 --
     def load_params(self, params, name="params"):
@@ -263,8 +288,11 @@ class RowKernel:
             self.narrow_rows(x, n)
             x32 = self.work[-1]
             lang.cast(x32, x, "none", count)
-            self.in_x.free_tensor(x)
+            # once widened, the fp16 slot is scratch for compute_rows: n * cols / 2 fp32 values
+            self.spare = x.reinterpret_cast(F32)
             self.compute_rows(x32, x32, n)
+            self.spare = None
+            self.in_x.free_tensor(x)
             lang.cast(y, x32, "rint", count)
         else:
             self.compute_rows(x, y, n)
@@ -297,15 +325,29 @@ class RowKernel:
 
 # -- LayerNorm -------------------------------------------------------------------------------
 class KernelLayerNorm(RowKernel):
-    """y = (x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance).
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance), in
+    fp32: mean, x - mean, the variance of the centred values (two-pass, as ops-nn and Ascend C's
+    LayerNorm compute it), then (x - mean) * rstd and the affine step.
 
     With ``t.param_rows`` = 2, gamma and beta are copied into every row of a whole fp32 tile
     once a block, so the affine step y * gamma + beta is one FusedMulAdd over the tile (a few
-    long instructions) instead of a per-column form (one instruction a row, or a column chunk,
-    each paying the vector start-up); with 0 they stay one row reused by every row
-    (``fused_mul_add_per_col``, repeat stride 0)."""
+    long instructions); with 0 they stay one row reused by every row
+    (``fused_mul_add_per_col``: block stride 0, one instruction a group of 8 rows)."""
     WORK_ROWS = 1
     STATS = 2
+
+    def folds(self) -> bool:
+        """The squares of a row's two halves are summed as they are made when the halves start
+        on 32-byte blocks (fp32: cols a multiple of 16)."""
+        return fold_halves(self.cols)
+
+    def work_sizes(self):
+        if self.folds():
+            # the squares are n x cols/2 fp32: for fp16 in the freed fp16 slot, beside the
+            # widened copy; for fp32 half a tile
+            tile = self.t.tile_rows * self.cols
+            return [tile * 4] if self.wide else [tile * 2]
+        return super().work_sizes()
 
     def __init__(self, x, gamma, beta, y, t: RowTiling, eps: float):
         super().__init__(x, y, t, "x")
@@ -331,12 +373,21 @@ class KernelLayerNorm(RowKernel):
     def compute_rows(self, x32, out32, n):
         cols = self.cols
         mean, rstd = self.stats
-        sq = self.work[0]
         lang.reduce_sum_rows(mean, x32, n, cols)
         lang.muls(mean, mean, 1.0 / cols, n)
         lang.sub_per_row(x32, x32, mean, n, cols)               # x - mean (in place)
-        lang.mul(sq, x32, x32, n * cols)
-        lang.reduce_sum_rows(rstd, sq, n, cols)
+        half = cols // 2
+        if self.folds():
+            # the variance from the centred values: the squares of each row's two halves
+            # summed as they are made (Mul, then MulAddDst), half as many values to reduce
+            sq = self.spare if self.wide else self.work[0]
+            V.mul_rows(sq, x32, x32, n, half, dst_stride=half, src_stride=cols)
+            V.mul_add_dst_rows(sq, x32[half:], x32[half:], n, half, dst_stride=half, src_stride=cols)
+            lang.reduce_sum_rows(rstd, sq, n, half)
+        else:
+            sq = self.work[0]
+            lang.mul(sq, x32, x32, n * cols)
+            lang.reduce_sum_rows(rstd, sq, n, cols)
         lang.muls(rstd, rstd, 1.0 / cols, n)                    # biased variance, as torch
         lang.adds(rstd, rstd, self.eps, n)
         V.rsqrt(rstd, rstd, n)                                  # 1 / sqrt(var + eps): Rsqrt
@@ -367,21 +418,46 @@ class KernelLayerNorm(RowKernel):
             lang.mul_per_row(out32, x32, rstd, n, cols)
 
 
+def fold_halves(cols: int, itemsize: int = 4) -> bool:
+    """A row of ``cols`` values can be folded in two halves that start on 32-byte blocks."""
+    return cols % 2 == 0 and (cols // 2) * itemsize % BLOCK_BYTES == 0
+
+
 def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
     KernelLayerNorm(x, gamma, beta, y, t, eps).process()
 
 
 def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
-                      tile_rows: int | None = None, param_tile: bool = True) -> RowTiling:
-    """LayerNorm: one fp32 scratch row set (x - mean squared) a tile, plus the fp32 copy for
-    fp16; gamma and beta kept for the block, and (``param_tile``, when fp32 rows start on
-    32-byte blocks: cols a multiple of 8) broadcast to a whole fp32 tile each (two more fp32
-    rows a tile row) so the affine step is one FusedMulAdd."""
+                      tile_rows: int | None = None, param_tile: bool | None = None) -> RowTiling:
+    """LayerNorm: fp32 scratch for the squares of x - mean (half a row when a row's halves fold,
+    KernelLayerNorm), plus the fp32 copy of an fp16 tile (whose freed fp16 slot then holds the
+    squares); gamma and beta kept for the block as one fp32 row each, and with ``param_tile``
+    (when fp32 rows start on 32-byte blocks: cols a multiple of 8) broadcast to a whole fp32
+    tile each (two more fp32 rows a tile row), so the affine step is one FusedMulAdd over the
+    tile instead of one a group of 8 rows. None (the default): the tile when it costs no tile
+    rows (the UB is not what limits them), else the rows."""
     wide = np.dtype(dtype) != F32
     fixed = 2 * _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
-    return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=1 + wide,
-                      fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows,
-                      param_rows=2 if param_tile and cols * 4 % BLOCK_BYTES == 0 else 0)
+    if wide:
+        work = 1 if fold_halves(cols) else 2
+    else:
+        work = 0.5 if fold_halves(cols) else 1
+    aligned = cols * 4 % BLOCK_BYTES == 0
+
+    def make(params: bool) -> RowTiling:
+        return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=work,
+                          fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows,
+                          param_rows=2 if params and aligned else 0)
+    if param_tile is None:
+        rows_only = make(False)
+        if not aligned:
+            return rows_only
+        try:
+            tiled = make(True)
+        except ShapeError:
+            return rows_only
+        return tiled if tiled.tile_rows == rows_only.tile_rows else rows_only
+    return make(bool(param_tile))
 
 
 def check_layer_norm(x_shape, x_dtype, normalized_shape, w_spec=None, b_spec=None) -> int:

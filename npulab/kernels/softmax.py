@@ -13,9 +13,11 @@ Two kernels, picked by the host tiling (the ``tiling key`` of ops-nn):
   are elementwise ``max`` / ``add`` of rows, broadcast back with ``sub_per_col`` /
   ``mul_per_col``.
 
-fp16 tiles are widened to fp32 (cast) and rounded once at the end; the AR kernel first takes
-the row max and x - max on the fp16 tile (``narrow``, the default: half the repeats of those
-two steps; ops-nn widens first, ``narrow=False``), see :class:`KernelSoftmaxAR`.
+fp16 in the AR kernel (see :class:`KernelSoftmaxAR`): by default the row max, x - max, exp and
+the scaling by 1 / sum run on the fp16 tile and only the sum is widened to fp32 (``exp16``);
+``exp16=False`` widens after x - max (``narrow``) and ``narrow=False`` widens first and runs
+every step in fp32, as ops-nn's SoftmaxV2 does. The RA kernel widens fp16 tiles to fp32 (cast)
+and rounds once at the end.
 """
 from __future__ import annotations
 
@@ -27,28 +29,83 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, TBuf
+from ..lang import vector as V
 from .norm import (BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy,
-                   row_tiling, setup_item_kernel)
+                   fold_halves, row_tiling, setup_item_kernel)
 
 
 # -- AR: softmax over the last axis --------------------------------------------------------
 class KernelSoftmaxAR(RowKernel):
-    """softmax over rows of a tile. fp16 with ``t.narrow`` (the default of softmax_ar_tiling):
-    the row max and x - max run on the fp16 tile before it is widened, half the repeats of the
-    fp32 form; exp, the sum and the scaling run in fp32. ops-nn's SoftmaxV2 (and Ascend C's
-    SoftMax<half>) widen first and do all of it in fp32. The row max is exact in fp16; x - max
-    rounds to fp16 once (relative error 2**-11 of x - max), which moves exp(x - max) by at most
-    |x - max| * 2**-11 relative: at most 0.37 * 2**-11 ~ 1.8e-4 of the result's scale, inside
-    the fp16 tolerance. ``narrow=False`` is the widened path."""
+    """softmax over rows of a tile. fp16, three paths (softmax_ar_tiling's switches):
+
+    * ``exp16`` (the default): the row max, x - max, e = exp(x - max) and y = e * (1 / sum) on
+      the fp16 tile, half the repeats of each fp32 step (an exp costs four); each row's second
+      half of e is added onto its first in fp16 (``add_rows``), and those sums are widened and
+      summed in fp32; 1 / sum is taken in fp32 and rounded to fp16 once. CANN's TBE SoftmaxV2
+      (opp op_impl/built-in/ai_core/tbe/impl/softmax_v2.py, softmax_v2_compute) computes exp
+      in fp16 and then the sum and the division in fp32 where the vector exp has no fp32 form
+      (Ascend310), and every step in fp16 where the op takes fp16 only (Hi3796CV300); here the
+      sum stays fp32 and the scaling is fp16.
+    * ``narrow`` without exp16: the row max and x - max in fp16, exp, the sum and the scaling
+      in fp32 (TBE's SoftmaxV2 on the 910 takes x - max in fp16 and widens for the exp).
+    * ``narrow=False``: ops-nn's SoftmaxV2 (and Ascend C's SoftMax<half>): widen, all in fp32.
+
+    Error of exp16 against softmax in exact arithmetic (y in (0, 1], n values a row, u = 2**-11):
+    the row max is exact; exp, the pair sums, 1 / sum and the product round to fp16 once each
+    (u relative each: 4 u y); x - max rounds once, which moves exp(x - max) by |x - max| u
+    relative: in y's own numerator at most 0.37 u (e**-t t <= 1/e), and through the sum at most
+    about u ln(n) / 4 (the worst spread of the other values' weights). So |error| <= 4 u y +
+    u (0.37 + ln(n) / 4), at most 1.95e-3 y + 1.5e-3 for rows up to 32,768 values: inside the
+    fp16 tolerance 2e-3 + 2e-3 y for every input (tests check every finite fp16 value)."""
     WORK_ROWS = 0
     STATS = 2
 
     def __init__(self, x, y, t: RowTiling):
         super().__init__(x, y, t, "x")
         if self.wide and t.narrow:
+            row16 = _round_up(t.tile_rows * self.dtype.itemsize, BLOCK_BYTES)
             b = TBuf(VECCALC, "max16")
-            self.pipe.init_buffer(b, _round_up(t.tile_rows * self.dtype.itemsize, BLOCK_BYTES))
-            self.mx16 = b.get(self.dtype)
+            self.pipe.init_buffer(b, (1 + t.exp16) * row16)
+            st16 = b.get(self.dtype)
+            self.mx16 = st16
+            self.rcp16 = st16[row16 // self.dtype.itemsize:] if t.exp16 else None
+
+    def _folds(self) -> bool:
+        """exp16 folds each row's halves before widening when the halves start on 32-byte blocks."""
+        return fold_halves(self.cols, self.dtype.itemsize)
+
+    def work_sizes(self):
+        if self.wide and self.t.exp16 and self._folds():
+            return [self.t.tile_rows * (self.cols // 2) * 4]     # the folded exps, widened
+        return super().work_sizes()
+
+    def compute(self, n):
+        if not (self.wide and self.t.narrow and self.t.exp16):
+            return super().compute(n)
+        # exp16: max, x - max, exp and the scaling in fp16; the exps widened for the sum only
+        cols, count = self.cols, n * self.cols
+        x = self.in_x.deque()
+        y = self.out_y.alloc_tensor(self.dtype)
+        e32 = self.work[-1]
+        sm = self.stats[1]
+        self.narrow_rows(x, n)
+        lang.exp(x, x, count)                           # exp(x - max) in (0, 1], fp16
+        if self._folds():
+            # fold each row's second half onto its first in fp16 (pairs of values <= 1: one
+            # rounding), into the output slot (free until the last step), so half as many
+            # values are widened and summed
+            half = cols // 2
+            V.add_rows(y, x, x[half:], n, half, dst_stride=half, src_stride=cols)
+            lang.cast(e32, y, "none", n * half)
+            lang.reduce_sum_rows(sm, e32, n, half)      # the sum in fp32
+        else:
+            lang.cast(e32, x, "none", count)
+            lang.reduce_sum_rows(sm, e32, n, cols)
+        lang.reciprocal(sm, sm, n)
+        lang.cast(self.rcp16, sm, "rint", n)            # 1 / sum in [1 / cols, 1], fp16
+        lang.mul_per_row(y, x, self.rcp16, n, cols)
+        self.in_x.free_tensor(x)
+        self.out_y.enque(y)
 
     def narrow_rows(self, x, n):
         if self.t.narrow:
@@ -72,12 +129,15 @@ def softmax_ar_kernel(x, y, t: RowTiling) -> None:
 
 
 def softmax_ar_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
-                      tile_rows: int | None = None, narrow: bool = True) -> RowTiling:
+                      tile_rows: int | None = None, narrow: bool = True, exp16: bool = True) -> RowTiling:
     """``narrow`` (fp16 only): the row max and x - max in fp16 before widening (KernelSoftmaxAR);
-    False widens first and runs every step in fp32, as ops-nn does."""
+    False widens first and runs every step in fp32, as ops-nn does. ``exp16`` (with narrow):
+    exp and the scaling by 1 / sum in fp16 as well, only the sum in fp32."""
     wide = np.dtype(dtype) != F32
-    return row_tiling(rows, cols, dtype, chip, what="SoftmaxV2", work_rows=int(wide), stats=2,
-                      buffer_num=buffer_num, tile_rows=tile_rows, narrow=narrow)
+    # fp32 scratch: the widened tile, or with exp16's fold only its folded half
+    fold = wide and exp16 and narrow and fold_halves(cols, np.dtype(dtype).itemsize)
+    return row_tiling(rows, cols, dtype, chip, what="SoftmaxV2", work_rows=0.5 if fold else int(wide),
+                      stats=2, buffer_num=buffer_num, tile_rows=tile_rows, narrow=narrow, exp16=exp16)
 
 
 # -- RA: softmax over a middle axis --------------------------------------------------------

@@ -52,26 +52,18 @@ def softmax_logits(seed: int = SEED, dtype=np.float16) -> np.ndarray:
 
 # -- the instruction stream of one tile ------------------------------------------------------------
 def vector_program(trace, core: int = 0, tile: int = 0) -> list[tuple[str, int]]:
-    """(name, cycles) of the vector instructions one tile of an fp16 row kernel issued on
-    ``core``: from the cast that widens the tile to fp32 to the cast that rounds it back (the
-    first cast of a block widens gamma and is skipped)."""
+    """(name, cycles) of the vector instructions one tile of a row kernel issued on ``core``. A
+    tile's Compute stage begins when it takes an output slot (the ``alloc_tensor out_...`` mark
+    on the vector pipe) and runs until the next tile's does; the marks themselves (no cycles)
+    are left out."""
     sel = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == 0))
     order = sel[np.argsort(trace.start[sel], kind="stable")]
-    prog = [(trace.name[i], int(trace.end[i] - trace.start[i])) for i in order]
-    runs, k = [], 0                      # (first, last) index of each run of consecutive casts
-    while k < len(prog):
-        if prog[k][0].startswith("cast"):
-            j = k
-            while j + 1 < len(prog) and prog[j + 1][0].startswith("cast"):
-                j += 1
-            runs.append((k, j))
-            k = j + 1
-        else:
-            k += 1
-    runs = runs[len(runs) % 2:]          # an odd count: the first run widened the parameters
-    if 2 * tile + 1 >= len(runs):
+    starts = [k for k, i in enumerate(order) if trace.name[i].startswith("alloc_tensor out_")]
+    if tile >= len(starts):
         return []
-    return prog[runs[2 * tile][0]: runs[2 * tile + 1][1] + 1]
+    stop = starts[tile + 1] if tile + 1 < len(starts) else len(order)
+    return [(trace.name[i], int(trace.end[i] - trace.start[i])) for i in order[starts[tile] + 1: stop]
+            if trace.end[i] > trace.start[i]]
 
 
 # -- RMSNorm ---------------------------------------------------------------------------------------

@@ -209,43 +209,80 @@ reduce_max = _reduce("reduce_max", np.max)
 # per row. Rows that are not block-aligned leave only the loop over rows. An operation whose
 # repeats do not depend on the row (``contiguous``: a reduction's first pass) runs over
 # densely packed rows of whole repeats as one long instruction. Every repeat is counted.
+#
+# An elementwise operation (``across_rows``) has a third form: a repeat's 8 blocks taken from 8
+# different rows. BinaryRepeatParams / UnaryRepeatParams carry a block stride besides the
+# repeat stride (dstBlkStride, src0BlkStride, src1BlkStride: uint8_t, in 32-byte blocks;
+# asc-devkit API reference "BinaryRepeatParams", atlasascendc_api_07_0013; the strides are
+# explained under dataBlockStride / repeatStride in the Ascend C guide): with the block
+# stride one row (stride * itemsize / 32 <= 255 blocks) and the repeat stride one block, repeat
+# k processes block k of 8 rows, so ceil(rows / 8) instructions of (blocks a row) repeats
+# sweep the tile; a per-row operand spread by Brcb (one block a row) is read with block stride
+# 1 and repeat stride 0, a per-column operand (one row) with block stride 0 and repeat stride
+# 1. A last group of fewer than 8 rows masks the missing blocks, and a row's partial last block
+# is one more instruction a group (its own mask). The form with the fewest cycles is used,
+# as a kernel author would pick the strides. Reductions cannot use it: a repeat's blocks would
+# mix rows.
 def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int, stride: int,
                 itemsize: int, cycles_per_repeat: int = 1, flops_per_elem: int = 1,
-                extra_cycles: int = 0, dst_rows: bool = True, contiguous: bool = False) -> None:
+                extra_cycles: int = 0, dst_rows: bool = True, contiguous: bool = False,
+                across_rows: bool = False, src_stride: int | None = None) -> None:
+    """``stride``: elements between rows of dst (and of the sources unless ``src_stride``)."""
     ctx = current()
     chip = ctx.device.chip
     vec = chip.vector
     per_repeat = vec.repeat_bytes // itemsize
     chunks = -(-cols // per_repeat)
     rep = builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle) * cycles_per_repeat
+    src_stride = stride if src_stride is None else src_stride
     span = (rows - 1) * stride + cols
+    src_span = (rows - 1) * src_stride + cols
+    start = vec.startup_cycles + extra_cycles
 
     def one(repeats, n):
         nbytes = n * itemsize
-        reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, span) * s.itemsize) for s in srcs]
+        reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, src_span) * s.itemsize) for s in srcs]
         hi = dst.offset + (span if dst_rows else rows) * dst.itemsize
-        ctx.core.issue(Pipe.V, Kind.WORK, op, vec.startup_cycles + extra_cycles + repeats * rep,
+        ctx.core.issue(Pipe.V, Kind.WORK, op, start + repeats * rep,
                        name=f"{what} {rows}x{cols}", nbytes=nbytes, flops=n * flops_per_elem,
                        energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
                        reads=reads, writes=[(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))])
 
-    if stride == cols and cols % per_repeat == 0 and contiguous:
+    if stride == cols == src_stride and cols % per_repeat == 0 and contiguous:
         # whole repeats back to back: every repeat lies in one row, no stride needed
         total = rows * chunks
         for r0 in range(0, total, vec.max_repeat):
             rr = builtins.min(vec.max_repeat, total - r0)
             one(rr, rr * per_repeat)
-    elif (stride * itemsize) % 32 == 0 and chunks * -(-rows // vec.max_repeat) <= rows:
-        for c in range(chunks):
-            w = builtins.min(per_repeat, cols - c * per_repeat)
-            for r0 in range(0, rows, vec.max_repeat):
-                rr = builtins.min(vec.max_repeat, rows - r0)
-                one(rr, rr * w)
-    else:
-        for _ in range(rows):
-            for r0 in range(0, chunks, vec.max_repeat):
-                rr = builtins.min(vec.max_repeat, chunks - r0)
-                one(rr, builtins.min(cols - r0 * per_repeat, rr * per_repeat))
+        return
+    aligned = (stride * itemsize) % 32 == 0 and (src_stride * itemsize) % 32 == 0
+    by_chunk = aligned and chunks * -(-rows // vec.max_repeat) <= rows
+    if by_chunk:        # one instruction a column chunk, a repeat a row
+        plan = [(rr, rr * builtins.min(per_repeat, cols - c * per_repeat)) for c in range(chunks)
+                for rr in _split(rows, vec.max_repeat)]
+    else:               # one instruction a row (or a part of one), a repeat a column chunk
+        plan = [(rr, builtins.min(cols - r0 * per_repeat, rr * per_repeat)) for _ in range(rows)
+                for r0, rr in zip(range(0, chunks, vec.max_repeat), _split(chunks, vec.max_repeat))]
+    if across_rows and aligned and builtins.max(stride, src_stride) * itemsize // 32 <= 255:
+        # a repeat = block k of 8 rows (see above): per group, the row's whole blocks, then
+        # its partial last block if any
+        per_block = 32 // itemsize
+        full, tail = divmod(cols, per_block)
+        blocks = []
+        for r0 in range(0, rows, 8):
+            g = builtins.min(8, rows - r0)
+            blocks += [(rr, rr * g * per_block) for rr in _split(full, vec.max_repeat)]
+            if tail:
+                blocks.append((1, g * tail))
+        if sum(start + rr * rep for rr, _ in blocks) < sum(start + rr * rep for rr, _ in plan):
+            plan = blocks
+    for rr, n in plan:
+        one(rr, n)
+
+
+def _split(n: int, most: int) -> list[int]:
+    """n repeats as instructions of at most ``most`` repeats each."""
+    return [builtins.min(most, n - k) for k in range(0, n, most)]
 
 
 def _check_rows(what, tensors, rows, cols, stride):
@@ -318,7 +355,8 @@ def _binary_bcast(what, fn, axis, slow=False):
             # Brcb: each value of vec fills one 32-byte block, 8 values a repeat
             _issue("brcb", Op.VEC_DUP, dst, [vec], rows, 32, flops_per_elem=0)
         cpr = chip.vector.transcendental_cycles_per_repeat if slow else 1
-        _issue_rows(what, Op.VEC_BINARY, dst, [src, vec], rows, cols, stride, dst.itemsize, cpr)
+        _issue_rows(what, Op.VEC_BINARY, dst, [src, vec], rows, cols, stride, dst.itemsize, cpr,
+                    across_rows=True)
     op.__name__ = what
     idx = "r" if axis == "row" else "c"
     op.__doc__ = (f"dst[r, c] = {fn.__name__}(src[r, c], vec[{idx}]) over a rows x cols tile whose rows "
@@ -335,6 +373,52 @@ add_per_col = _binary_bcast("add_per_col", np.add, "col")
 sub_per_col = _binary_bcast("sub_per_col", np.subtract, "col")
 mul_per_col = _binary_bcast("mul_per_col", np.multiply, "col")
 max_per_col = _binary_bcast("max_per_col", np.maximum, "col")
+
+
+def _binary_rows(what, fn):
+    """dst[r, c] = fn(src0[r, c], src1[r, c]) over rows x cols tiles whose rows start every
+    ``dst_stride`` (dst) and ``src_stride`` (both sources) elements: Ascend C's binary
+    instruction with BinaryRepeatParams, as the per-row forms are, so it costs what they cost
+    (the fewest-cycle form of _issue_rows). One use: folding each row's second half onto its
+    first (cols = half a row, src1 = src0 from the middle of its first row) before a
+    reduction."""
+    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, rows: int, cols: int,
+           dst_stride: int | None = None, src_stride: int | None = None) -> None:
+        rows, cols, dst_stride = _check_rows(what, [("dst", dst)], rows, cols, dst_stride)
+        _, _, src_stride = _check_rows(what, [("src0", src0), ("src1", src1)], rows, cols, src_stride)
+        if len({dst.dtype, src0.dtype, src1.dtype}) > 1:
+            raise ShapeError(f"{what}: dst {dst.dtype}, src0 {src0.dtype} and src1 {src1.dtype} must have one dtype")
+        if _functional():
+            with np.errstate(over="ignore", invalid="ignore"):
+                r = fn(_view(src0, rows, cols, src_stride), _view(src1, rows, cols, src_stride))
+                _view(dst, rows, cols, dst_stride)[...] = r
+        _issue_rows(what, Op.VEC_BINARY, dst, [src0, src1], rows, cols, dst_stride, dst.itemsize,
+                    across_rows=True, src_stride=src_stride)
+    op.__name__ = what
+    op.__doc__ = _binary_rows.__doc__.replace("dst[r, c] = fn(", f"{what}: dst[r, c] = {fn.__name__}(", 1)
+    return op
+
+
+add_rows = _binary_rows("add_rows", np.add)
+mul_rows = _binary_rows("mul_rows", np.multiply)
+
+
+def mul_add_dst_rows(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, rows: int, cols: int,
+                     dst_stride: int | None = None, src_stride: int | None = None) -> None:
+    """dst[r, c] = src0[r, c] * src1[r, c] + dst[r, c] over rows x cols tiles (row strides as
+    add_rows): Ascend C ``MulAddDst`` with BinaryRepeatParams (asc-devkit API reference
+    "MulAddDst", atlasascendc_api_07_0048), costed as mul_add_dst. With mul_rows before it, the
+    squares of a row's two halves summed in one pass (a variance)."""
+    rows, cols, dst_stride = _check_rows("mul_add_dst_rows", [("dst", dst)], rows, cols, dst_stride)
+    _, _, src_stride = _check_rows("mul_add_dst_rows", [("src0", src0), ("src1", src1)], rows, cols, src_stride)
+    if len({dst.dtype, src0.dtype, src1.dtype}) > 1:
+        raise ShapeError(f"mul_add_dst_rows: dst {dst.dtype}, src0 {src0.dtype} and src1 {src1.dtype} "
+                         f"must have one dtype")
+    if _functional():
+        d = _view(dst, rows, cols, dst_stride)
+        d[...] = _fma_numpy(_view(src0, rows, cols, src_stride), _view(src1, rows, cols, src_stride), d)
+    _issue_rows("mul_add_dst_rows", Op.VEC_BINARY, dst, [src0, src1, dst], rows, cols, dst_stride,
+                dst.itemsize, flops_per_elem=2, across_rows=True, src_stride=src_stride)
 
 
 def gather(dst: LocalTensor, src: LocalTensor, offsets: LocalTensor, count: int) -> None:
@@ -423,7 +507,8 @@ def _fma_bcast(what, axis):
         if axis == "row" and (stride * dst.itemsize) % 32 == 0:
             _issue("brcb", Op.VEC_DUP, dst, [a], rows, 32, flops_per_elem=0)
             _issue("brcb", Op.VEC_DUP, dst, [b], rows, 32, flops_per_elem=0)
-        _issue_rows(what, Op.VEC_BINARY, dst, [a, b, dst], rows, cols, stride, dst.itemsize, flops_per_elem=2)
+        _issue_rows(what, Op.VEC_BINARY, dst, [a, b, dst], rows, cols, stride, dst.itemsize, flops_per_elem=2,
+                    across_rows=True)
     op.__name__ = what
     op.__doc__ = _fma_bcast.__doc__.replace("dst[r, c] = ", f"{what}: dst[r, c] = ", 1)
     return op

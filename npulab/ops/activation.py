@@ -58,8 +58,8 @@ def _softmax_run(arrays, t, chip, mode, dim=-1):
 
 
 register("SoftmaxV2", "activation", _softmax_tiling, _softmax_run,
-         "numerically stable softmax along any axis; fp16 (row max and x - max in fp16, the rest in "
-         "fp32)/fp32")
+         "numerically stable softmax along any axis; fp16 (last axis: max, x - max, exp and the scaling "
+         "in fp16, the sum in fp32; other axes in fp32)/fp32")
 
 
 def _out(y, trace, return_trace):

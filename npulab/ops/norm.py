@@ -32,9 +32,10 @@ def _ln_tiling(specs, chip, normalized_shape=(), eps=1e-5, has_weight=False, has
     x = specs[0]
     w, b = _optional(specs[1:], (has_weight, has_bias))
     cols = check_layer_norm(x.shape, x.dtype, normalized_shape, w, b)
-    # gamma / beta broadcast to a whole tile (one FusedMulAdd a tile) when there are any
+    # gamma / beta broadcast to a whole tile (one FusedMulAdd a tile) when there are any and
+    # the tile costs no tile rows (layer_norm_tiling's default)
     return layer_norm_tiling(max(1, math.prod(x.shape) // cols), cols, x.dtype, chip,
-                             param_tile=bool(has_weight or has_bias))
+                             param_tile=None if (has_weight or has_bias) else False)
 
 
 def _ln_run(arrays, t, chip, mode, normalized_shape=(), eps=1e-5, has_weight=False, has_bias=False):
