@@ -222,7 +222,15 @@ def _cython_first(fast_name: str, spec, doc: str):
         return spec(*args)
     move.__name__ = move.__qualname__ = fast_name
     move.__doc__ = doc
+    move.fast_name, move.spec = fast_name, spec
     return move
+
+
+def direct(move):
+    """What ``move`` (one of this module's Cython-first functions) calls: the Cython function
+    when built, else the numpy specification. For the simulator's per-instruction calls, which
+    skip the wrapper's Python frame and turn a ValueError into a ShapeError themselves."""
+    return getattr(_fast, move.fast_name) if _fast is not None else move.spec
 
 
 def _nz_window_buffers_numpy(src_buf, src_off, src_len, item, src_rows, c0, s_r0, s_c0, rows, cols,
@@ -237,6 +245,22 @@ def _unpack_f16_buffer_numpy(buf, offset, out, row0, rows, col0, cols, fr, fc, c
     n = ceil_div(rows, fr) * ceil_div(cols, fc) * fr * fc
     return unpack_f16_to_f32_numpy(buf[offset:offset + 2 * n].view(np.float16),
                                    out[row0:row0 + rows, col0:col0 + cols], fr, fc, col_order, col_inner)
+
+
+def _pack_nz_buffers_numpy(src, src_off, rows, cols, stride, dst_buf, dst_off, c0) -> None:
+    if c0 * src.itemsize != 32:
+        raise ShapeError(f"pack_nz_buffers: fractal rows of {c0} x {src.itemsize} B are not 32 B")
+    if src_off < 0 or rows < 1 or cols < 1 or stride < cols or src_off + (rows - 1) * stride + cols > src.size:
+        raise ShapeError(f"pack_nz_buffers: a {rows} x {cols} tile (row stride {stride}) at element "
+                         f"{src_off} does not fit {src.size} elements")
+    tile = np.lib.stride_tricks.as_strided(src[src_off:], shape=(rows, cols),
+                                           strides=(stride * src.itemsize, src.itemsize))
+    n = ceil_div(rows, FRACTAL_ROWS) * FRACTAL_ROWS * ceil_div(cols, c0) * c0
+    if dst_off < 0 or dst_off + n * src.itemsize > dst_buf.size:
+        raise ShapeError(f"pack_nz_buffers: {n * src.itemsize} B at byte {dst_off} do not fit "
+                         f"{dst_buf.size} bytes")
+    pack_into_numpy(tile, dst_buf[dst_off:dst_off + n * src.itemsize].view(src.dtype), FRACTAL_ROWS, c0,
+                    True, False)
 
 
 pack_into = _cython_first("pack_into", pack_into_numpy,
@@ -257,6 +281,12 @@ nz_window_buffers = _cython_first(
     "transpose, dst_buf, dst_off, dst_len, fr, fc, col_inner): :func:`nz_window_into` between two "
     "buffers' byte arrays (``load_data``'s move): the source is ``src_len`` elements of ``item`` "
     "bytes from byte ``src_off``, the destination ``dst_len`` elements from byte ``dst_off``.")
+pack_nz_buffers = _cython_first(
+    "pack_nz_raw", _pack_nz_buffers_numpy,
+    "pack_nz_buffers(src, src_off, rows, cols, stride, dst_buf, dst_off, c0): ``data_copy_nd2nz``'s "
+    "move: the (rows, cols) tile with row stride ``stride`` elements from element ``src_off`` of "
+    "the 1-D array ``src``, as NZ (:func:`pack_into` with 16 x c0 fractals, column-major order) "
+    "into bytes ``dst_off ..`` of the uint8 array ``dst_buf``.")
 unpack_f16_buffer = _cython_first(
     "unpack_f16_to_f32_raw", _unpack_f16_buffer_numpy,
     "unpack_f16_buffer(buf, offset, out, row0, rows, col0, cols, fr, fc, col_order, col_inner): "

@@ -23,14 +23,37 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 cdef void _pack(const word[:, :] x, word[::1] out, Py_ssize_t rows, Py_ssize_t cols,
                 Py_ssize_t fr, Py_ssize_t fc, bint col_order, bint col_inner) noexcept nogil:
     cdef Py_ssize_t r1 = (rows + fr - 1) // fr, c1 = (cols + fc - 1) // fc
-    cdef Py_ssize_t R, r, C, c, row, col, base, f, n
+    cdef Py_ssize_t R, r, C, c, row, col, base, f, n, nfull, rend
     cdef Py_ssize_t frac = fr * fc
     if rows % fr or cols % fc:                    # padding to fill with zeros
         memset(&out[0], 0, r1 * c1 * frac * sizeof(word))
     if col_order and not col_inner and x.strides[1] == sizeof(word):
-        # NZ (what data_copy_nd2nz writes): column block by column block, so the writes run
-        # straight through out (fractal column C holds rows 0.. in order) while the reads
-        # revisit the same cache lines of x, one fractal row (<= 32 B) per row
+        # NZ (what data_copy_nd2nz writes). Fractal rows of 32 bytes (every dtype's C0): 16
+        # rows at a time, column block by column block, so each fractal is written whole
+        # while its 16 source rows stay in cache; one fixed-size 32-byte copy per row
+        if fc * <Py_ssize_t>sizeof(word) == 32:
+            nfull = cols // fc
+            R = 0
+            while R < rows:
+                rend = R + fr
+                if rend > rows:
+                    rend = rows
+                for C in range(nfull):
+                    col = C * fc
+                    base = C * r1 * frac
+                    for row in range(R, rend):
+                        memcpy(&out[base + row * fc], &x[row, col], 32)
+                R = rend
+            if nfull == c1:
+                return
+            C = nfull
+            col = C * fc
+            base = C * r1 * frac
+            for row in range(rows):
+                memcpy(&out[base + row * fc], &x[row, col], (cols - col) * sizeof(word))
+            return
+        # other fractal widths: column block by column block, so the writes run straight
+        # through out (fractal column C holds rows 0.. in order)
         for C in range(c1):
             col = C * fc
             n = cols - col
@@ -249,6 +272,40 @@ cdef extern from *:
     #endif
         return 0;
     }
+    /* one whole 16 x 16 fp16 fractal to floats: its 16 rows (or, when ``col_inner``, its 16
+       columns: the fractal is stored column by column) to rows ``d``, ``d + stride``, ...
+       F16C when this CPU has it, else the exact table. */
+    #if defined(__x86_64__) && defined(__GNUC__)
+    __attribute__((target("avx,f16c")))
+    static void npulab_frac_h2f_f16c(const uint16_t *s, float *d, Py_ssize_t stride) {
+        int r;
+        for (r = 0; r < 16; r++) {
+            _mm256_storeu_ps(d + r * stride, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + r * 16))));
+            _mm256_storeu_ps(d + r * stride + 8,
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + r * 16 + 8))));
+        }
+    }
+    #endif
+    static inline void npulab_frac_h2f(const uint16_t *z, float *d, Py_ssize_t stride, int col_inner,
+                                       const float *lut) {
+        uint16_t t[256];
+        const uint16_t *s = z;
+        int r, c;
+        if (col_inner) {
+            npulab_tr16(t, z);
+            s = t;
+        }
+    #if defined(__x86_64__) && defined(__GNUC__)
+        if (npulab_f16c < 0) {
+            __builtin_cpu_init();
+            npulab_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        }
+        if (npulab_f16c) { npulab_frac_h2f_f16c(s, d, stride); return; }
+    #endif
+        for (r = 0; r < 16; r++)
+            for (c = 0; c < 16; c++)
+                d[r * stride + c] = lut[s[r * 16 + c]];
+    }
     static inline void npulab_h2f_run(const uint16_t *s, float *d, Py_ssize_t n, const float *lut) {
         Py_ssize_t i;
     #if defined(__x86_64__) && defined(__GNUC__)
@@ -263,6 +320,8 @@ cdef extern from *:
     """
     void npulab_tr16(cnp.uint16_t *d, const cnp.uint16_t *s) nogil
     void npulab_h2f_run(const cnp.uint16_t *s, float *d, Py_ssize_t n, const float *lut) nogil
+    void npulab_frac_h2f(const cnp.uint16_t *z, float *d, Py_ssize_t stride, int col_inner,
+                         const float *lut) nogil
     int npulab_f2h_run(const float *s, const float *bias, int relu, cnp.uint16_t *d, Py_ssize_t n) nogil
     int npulab_have_f16c() nogil
 
@@ -292,6 +351,11 @@ cdef void _unpack_h2f(const cnp.uint16_t* z, float* out, Py_ssize_t out_stride, 
                 n = cols - C * fc
                 if n > fc:
                     n = fc
+                if fr == 16 and fc == 16 and nr == 16 and n == 16:
+                    # a whole 16 x 16 fractal (every one of the matmul's): straight into out
+                    npulab_frac_h2f(z + (C * r1 + R if col_order else R * c1 + C) * frac,
+                                    out + R * 16 * out_stride + C * 16, out_stride, col_inner, lut)
+                    continue
                 npulab_h2f_run(z + (C * r1 + R if col_order else R * c1 + C) * frac, tmp, frac, lut)
                 for r in range(nr):
                     dst = out + (R * fr + r) * out_stride + C * fc
@@ -354,9 +418,11 @@ def unpack_f16_to_f32_raw(cnp.ndarray buf, Py_ssize_t offset, cnp.ndarray out, P
         raise ValueError("unpack_f16_to_f32_raw: buf must be a C-contiguous uint8 array and out a "
                          "C-contiguous 2-D float32 array")
     cdef Py_ssize_t height = out.shape[0], width = out.shape[1]
+    if fr < 1 or fc < 1:
+        raise ValueError(f"unpack_f16_to_f32_raw: fractals of {fr} x {fc} elements")
     cdef Py_ssize_t r1 = (rows + fr - 1) // fr, c1 = (cols + fc - 1) // fc
     if row0 < 0 or rows < 0 or row0 + rows > height or col0 < 0 or cols < 0 or col0 + cols > width \
-            or offset < 0 or offset % 2 or offset + r1 * c1 * fr * fc * 2 > buf.shape[0] or fr < 1 or fc < 1:
+            or offset < 0 or offset % 2 or offset + r1 * c1 * fr * fc * 2 > buf.shape[0]:
         raise ValueError(f"unpack_f16_to_f32_raw: rows {row0}+{rows}, columns {col0}+{cols} of a "
                          f"{height} x {width} matrix from byte {offset} of a {buf.shape[0]}-byte "
                          f"buffer are out of range")
@@ -557,3 +623,44 @@ def drain_nz_f32_to_f16(cnp.ndarray z, Py_ssize_t m, Py_ssize_t n, out, bias, bi
             npulab_f2h_run(zp + (J * m16 + i) * 16, bp + J * 16 if bp != NULL else NULL, relu,
                            <cnp.uint16_t*>(op + i * stride) + J * 16, w)
     return True
+
+
+def pack_nz_raw(cnp.ndarray src, Py_ssize_t src_off, Py_ssize_t rows, Py_ssize_t cols,
+                Py_ssize_t stride, cnp.ndarray dst_buf, Py_ssize_t dst_off, Py_ssize_t c0):
+    """``data_copy_nd2nz``'s move: the (rows, cols) tile with a row stride of ``stride``
+    elements, from element ``src_off`` of the 1-D C-contiguous array ``src`` (a GM tensor),
+    as NZ (``pack_into(tile, out, 16, c0, True, False)``: ceil(cols/c0) fractal columns of
+    ceil16(rows) rows of c0 elements, zero padding) into bytes ``dst_off ..`` of the uint8
+    array ``dst_buf`` (L1). Optimised as ``_pack``'s NZ path, on raw pointers (no view)."""
+    if src.ndim != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(src) or dst_buf.dtype != np.uint8 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(dst_buf):
+        raise ValueError("pack_nz_raw: src must be a 1-D C-contiguous array and dst_buf a "
+                         "C-contiguous uint8 array")
+    cdef Py_ssize_t item = src.dtype.itemsize
+    if rows < 1 or cols < 1 or stride < cols or c0 < 1 or c0 * item != 32:
+        raise ValueError(f"pack_nz_raw: {rows} x {cols} (row stride {stride}) in fractal rows of "
+                         f"{c0} x {item} B: need positive sizes, stride >= cols and 32-byte rows")
+    cdef Py_ssize_t r16 = (rows + 15) // 16 * 16, c1 = (cols + c0 - 1) // c0
+    if src_off < 0 or src_off + (rows - 1) * stride + cols > src.shape[0] or dst_off < 0 \
+            or dst_off + c1 * r16 * 32 > dst_buf.shape[0]:
+        raise ValueError(f"pack_nz_raw: the tile at element {src_off} of {src.shape[0]} or its "
+                         f"{c1 * r16 * 32} B at byte {dst_off} of {dst_buf.shape[0]} are out of range")
+    cdef const char* s = <const char*>cnp.PyArray_DATA(src) + src_off * item
+    cdef char* d = <char*>cnp.PyArray_DATA(dst_buf) + dst_off
+    cdef Py_ssize_t R, rend, row, C, nfull = cols // c0, row_bytes = stride * item
+    if rows % 16 or cols % c0:
+        memset(d, 0, c1 * r16 * 32)
+    R = 0
+    while R < rows:                    # 16 rows at a time, fractal by fractal (see _pack)
+        rend = R + 16
+        if rend > rows:
+            rend = rows
+        for C in range(nfull):
+            for row in range(R, rend):
+                memcpy(d + (C * r16 + row) * 32, s + row * row_bytes + C * 32, 32)
+        R = rend
+    if nfull < c1:
+        for row in range(rows):
+            memcpy(d + (nfull * r16 + row) * 32, s + row * row_bytes + nfull * 32,
+                   (cols - nfull * c0) * item)
+    return None

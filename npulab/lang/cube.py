@@ -41,6 +41,11 @@ _ACC = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dty
 _FP32_RATE = 0.5               # chosen: fp32 runs 16x16x8 fractals at half the fp16 MAC rate
 
 
+# the moves each instruction makes, called without the formats module's wrapper (a Python
+# frame each: these run once per instruction)
+_pack_nz, _nz_window = F.direct(F.pack_nz_buffers), F.direct(F.nz_window_buffers)
+_unpack_f16 = F.direct(F.unpack_f16_buffer)
+_F16, _I8 = np.dtype(np.float16), np.dtype(np.int8)
 _C0 = {np.dtype(t): 32 // np.dtype(t).itemsize for t in (np.float16, np.float32, np.int8, np.int32,
                                                          np.uint8, np.int16)}
 _MTE1, _MTE2, _M, _FIX, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.M), int(Pipe.FIX), int(Kind.WORK)
@@ -105,7 +110,10 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
     ctx = current()
     dev, core = ctx.device, ctx.core
     if dev.functional and src.root.data is not None:
-        F.pack_into(_gm_view(src, rows, cols, stride), dst.numpy()[:need], FRACTAL, c0, True, False)
+        try:
+            _pack_nz(src.root.data, src.offset, rows, cols, stride, dst.buffer.data, dst.offset, c0)
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
     moved = rows * (-(-cols * dst.itemsize // 32) * 32)           # whole 32-byte blocks per row
     e = dev.chip.energy
     dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
@@ -140,12 +148,14 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
         plan = _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
         if key is not None:
             dev.memo[key] = plan
-    need, fr, fc, zz, c0, c1a, c1b, s_r0, s_rows, s_c0, s_cols, issue_args, issue_kw = plan
+    window, issue_args, issue_kw = plan
     if dev.functional:                     # one pass: NZ window -> ZZ / ZN (formats.nz_window_into)
-        item = src.itemsize
-        F.nz_window_buffers(src.buffer.data, src.offset + c1a * src_rows * c0 * item,
-                            (c1b - c1a) * src_rows * c0, item, src_rows, c0, s_r0, s_c0 - c1a * c0,
-                            rows, cols, transpose, dst.buffer.data, dst.offset, need, fr, fc, not zz)
+        try:
+            _nz_window(src.buffer.data, window[0], window[1], window[2], window[3], window[4],
+                       window[5], window[6], window[7], window[8], window[9], dst.buffer.data,
+                       window[10], window[11], window[12], window[13], window[14])
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
     if dev.check_races:
         core.issue(*issue_args, **issue_kw)
     else:
@@ -195,7 +205,10 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
                     nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
                     reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
                     writes=[(dname, dst.offset, dst.offset + nbytes)])
-    return need, fr, fc, zz, c0, c1a, c1b, s_r0, s_rows, s_c0, s_cols, issue_args, issue_kw
+    # the move's arguments (formats.nz_window_buffers) but for the two byte arrays
+    window = (lo, (c1b - c1a) * src_rows * c0, item, src_rows, c0, s_r0, s_c0 - c1a * c0, rows, cols,
+              transpose, dst.offset, need, fr, fc, not zz)
+    return window, issue_args, issue_kw
 
 
 # -- the cube ----------------------------------------------------------------------------------
@@ -394,15 +407,18 @@ def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
         if init and chain is not None and chain.hi <= hi:
             del chains[lo]                 # wholly overwritten: never needs multiplying out
         flush_l0c(buf, lo, hi)             # whatever else overlaps lands first
-        chain = chains[lo] = _Chain(lo, hi, m1, n1, init, np.float64 if dt == np.int8 else np.float32, k,
+        chain = chains[lo] = _Chain(lo, hi, m1, n1, init, np.float64 if dt == _I8 else np.float32, k,
                                     _CHAIN_STORE)
     u = chain.room(k)
-    if dt == np.float16:                   # the hot case: one widening pass each, in Cython
-        F.unpack_f16_buffer(a.buffer.data, a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0,
-                            False, False)
-        # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
-        F.unpack_f16_buffer(b.buffer.data, b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL,
-                            False, True)
+    if dt == _F16:                         # the hot case: one widening pass each, in Cython
+        try:
+            _unpack_f16(a.buffer.data, a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0, False,
+                        False)
+            # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
+            _unpack_f16(b.buffer.data, b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL, False,
+                        True)
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
     else:
         az = a.numpy()[:m1 * k1 * FRACTAL * k0]
         bz = b.numpy()[:k1 * n1 * FRACTAL * k0]

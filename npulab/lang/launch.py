@@ -11,6 +11,7 @@ A kernel declares what it runs on, as Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY
 """
 from __future__ import annotations
 
+import gc
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,8 @@ from .tensor import GlobalTensor
 
 
 class LaunchResult(NamedTuple):
-    outputs: list            # every GM argument after the run (numpy arrays; None in timing mode)
+    outputs: list            # every GM argument after the run (1-D numpy arrays, the caller's own;
+                             # None in timing mode)
     trace: Trace
 
 
@@ -44,19 +46,40 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
         raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
                  scheduler_name=scheduler, core_type=core_type)
-    gm_args = []
+    gm_args, own = [], set()
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
-            data = a.copy() if dev.functional else None
-            a = GlobalTensor(data, name=f"arg{i}") if data is not None else \
+            a = GlobalTensor(a.copy(), name=f"arg{i}") if dev.functional else \
                 GlobalTensor.empty(a.size, a.dtype, name=f"arg{i}")
+            own.add(i)
         gm_args.append(a)
+    # no cyclic garbage collection during the launch: the blocks allocate thousands of small
+    # objects that live until it ends (allocation records, queues, tensors) and the collector
+    # would traverse them again and again; it resumes, as it was, when the launch returns
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _run_blocks(dev, kernel, gm_args, int(block_dim))
+        trace = dev.finish()
+    finally:
+        if collecting:
+            gc.enable()
+    # a numpy argument's GM copy was the launch's own: it is handed over as it is; a GlobalTensor
+    # the caller passed is theirs, so its bytes are copied
+    outputs = [None if not isinstance(a, GlobalTensor) or a.root.data is None else
+               a.root.data if i in own else a.root.data.copy() for i, a in enumerate(gm_args)]
+    return LaunchResult(outputs, trace)
+
+
+def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:
+    """Run the kernel body once per block on core ``block_idx % cores``, each block's TPipes
+    destroyed and its end barrier issued after it."""
     n_cores = dev.active_cores
     try:
-        for b in range(int(block_dim)):
+        for b in range(block_dim):
             core = dev.core_for_block(b)
             core.block_idx = b
-            ctx = context.KernelContext(dev, core, b, int(block_dim))
+            ctx = context.KernelContext(dev, core, b, block_dim)
             context._stack.append(ctx)
             try:
                 kernel(*gm_args)
@@ -70,7 +93,3 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
                 dev.recycle_buffers(core)
     finally:
         dev.recycle_buffers()           # on-chip bytes do not outlive the launch
-    trace = dev.finish()
-    outputs = [None if not isinstance(a, GlobalTensor) or a.root.data is None else a.root.data.copy()
-               for a in gm_args]
-    return LaunchResult(outputs, trace)

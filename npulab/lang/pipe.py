@@ -43,6 +43,26 @@ def _dtype_of(dtype) -> np.dtype:
         return dt
 
 
+_QUEUE_CONSTANTS: dict = {}
+_QUEUE_CONSTANTS_KEEP = 4096            # distinct (position, name, depth) remembered
+
+
+def _queue_constants(position: Position, name: str, buffer_num: int) -> tuple:
+    """(producer pipe, consumer pipe, slot owner names, instruction names by call and slot) of
+    a queue: fixed by its position, name and depth, so worked out once for all blocks."""
+    key = (position, name, buffer_num)
+    found = _QUEUE_CONSTANTS.get(key)
+    if found is None:
+        if len(_QUEUE_CONSTANTS) >= _QUEUE_CONSTANTS_KEEP:
+            _QUEUE_CONSTANTS.clear()
+        names = {what: [fmt.format(name, s) for s in range(buffer_num)] for what, fmt in (
+            ("wait", "alloc_tensor {}[{}] (wait free)"), ("alloc", "alloc_tensor {}[{}]"),
+            ("enque", "enque {}[{}]"), ("deque", "deque {}[{}]"), ("free", "free_tensor {}[{}]"))}
+        found = _QUEUE_CONSTANTS[key] = (position.producer, position.consumer,
+                                         [f"{name}[{s}]" for s in range(buffer_num)], names)
+    return found
+
+
 def _auto_name(kind: str, position: Position) -> str:
     _counter[kind] += 1
     return f"{position.name.lower()}_{kind}{_counter[kind]}"
@@ -64,19 +84,21 @@ class Queue:
         self.allocs = self.frees = self.waits = 0
         self.enqueued = _fifo()
         self.records: dict[int, AllocRecord] = {}
-        pos = self.position
-        self.synced = pos.producer != pos.consumer
+        # what every call issues, worked out once (these run once per tile: they are hot) and
+        # the same for every block that sets up a queue of this name and depth
+        producer, consumer, owners, self._names = _queue_constants(self.position, self.name, buffer_num)
+        self.synced = producer != consumer
         if self.synced:
-            self.fwd = flag_key(pos.producer, pos.consumer, core.take_event(pos.producer, pos.consumer, self.name))
-            self.back = flag_key(pos.consumer, pos.producer, core.take_event(pos.consumer, pos.producer, self.name))
-        # what every call issues, worked out once (these run once per tile: they are hot)
-        self._producer, self._consumer = int(pos.producer), int(pos.consumer)
+            self.fwd = flag_key(producer, consumer, core.take_event(producer, consumer, self.name))
+            self.back = flag_key(consumer, producer, core.take_event(consumer, producer, self.name))
+        self._producer, self._consumer = int(producer), int(consumer)
+        self._issue = core.issue
+        names = self._names
+        self._n_wait, self._n_alloc, self._n_enque, self._n_deque, self._n_free = (
+            names["wait"], names["alloc"], names["enque"], names["deque"], names["free"])
         self._buffer_name = buffer.name
-        self._slots = [(self.base + s * slot_bytes, f"{self.name}[{s}]") for s in range(buffer_num)]
-        n = self.name
-        self._names = {what: [fmt.format(n, s) for s in range(buffer_num)] for what, fmt in (
-            ("wait", "alloc_tensor {}[{}] (wait free)"), ("alloc", "alloc_tensor {}[{}]"),
-            ("enque", "enque {}[{}]"), ("deque", "deque {}[{}]"), ("free", "free_tensor {}[{}]"))}
+        self._slots = [(offset + s * slot_bytes, owners[s]) for s in range(buffer_num)]
+        self._tensors: dict = {}              # (slot, dtype) -> the LocalTensor alloc_tensor hands out
 
     def _need_init(self, what):
         if self.core is None:
@@ -96,18 +118,23 @@ class Queue:
                                 f"queue more buffers in init_buffer(buffer_num=...)")
             slot = held.index(False)
         if self.synced and self.allocs >= self.buffer_num:
-            i = self.core.issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._names["wait"][slot])
+            i = self._issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._n_wait[slot])
             self.waits += 1
         else:
-            i = self.core.issue(self._producer, _WORK, _OP_MARK, name=self._names["alloc"][slot])
+            i = self._issue(self._producer, _WORK, _OP_MARK, name=self._n_alloc[slot])
         self.allocs += 1
         held[slot] = True
         offset, owner = self._slots[slot]
         rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
         self.buffer.log.append(rec)
         self.records[slot] = rec
-        return LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize, self.position,
-                           self.name, self, slot)
+        # a LocalTensor holds nothing but where the slot is: one per (slot, dtype) serves every
+        # allocation of the slot (ownership is checked by slot, never by identity)
+        t = self._tensors.get((slot, dt))
+        if t is None:
+            t = self._tensors[slot, dt] = LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize,
+                                                      self.position, self.name, self, slot)
+        return t
 
     def _own(self, t: LocalTensor, what: str) -> None:
         if not isinstance(t, LocalTensor) or t.queue is not self or not self.held[t.slot]:
@@ -121,7 +148,7 @@ class Queue:
         if getattr(t, "queue", None) is not self or not self.held[t.slot]:
             self._own(t, "enque")
         if self.synced:
-            self.core.issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._names["enque"][t.slot])
+            self._issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._n_enque[t.slot])
         self.enqueued.append(t)
 
     def deque(self, dtype=None) -> LocalTensor:
@@ -139,7 +166,7 @@ class Queue:
         if dtype is not None and as_dtype(dtype) != t.dtype:
             t = t.reinterpret_cast(dtype)
         if self.synced:
-            self.core.issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._names["deque"][t.slot])
+            self._issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._n_deque[t.slot])
         return t
 
     def free_tensor(self, t: LocalTensor) -> None:
@@ -152,10 +179,10 @@ class Queue:
             raise SyncError(f"free_tensor on queue '{self.name}': slot {t.slot} is still enqueued; "
                             f"deque it first")
         if self.synced:
-            i = self.core.issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._names["free"][t.slot])
+            i = self._issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._n_free[t.slot])
             self.frees += 1
         else:
-            i = self.core.issue(self._consumer, _WORK, _OP_MARK, name=self._names["free"][t.slot])
+            i = self._issue(self._consumer, _WORK, _OP_MARK, name=self._n_free[t.slot])
         self.held[t.slot] = False
         self.records.pop(t.slot).released = i
 

@@ -17,6 +17,7 @@ from . import races
 from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
 from .memory import Buffer
+from .stream import make_budget, make_stream
 
 BUFFER_NAMES = ("L1", "L0A", "L0B", "L0C", "UB")
 MODES = ("functional", "timing")
@@ -96,28 +97,32 @@ class Core:
             self.buffers = _AicBuffers(buffers, where)
         else:
             self.buffers = buffers
-        self.pipe: list[int] = []
-        self.kind: list[int] = []
-        self.op: list[int] = []
-        self.dur: list[int] = []
-        self.key: list[int] = []
-        self.name: list[str] = []
-        self.nbytes: list[int] = []
-        self.flops: list[int] = []
-        self.energy: list[float] = []
-        self.route: list[str] = []
-        self.lat: list[int] = []
-        # the hot path appends through these bound methods (one attribute lookup less each)
-        self._appends = (self.pipe.append, self.kind.append, self.op.append, self.dur.append,
-                         self.key.append, self.name.append, self.nbytes.append, self.flops.append,
-                         self.energy.append, self.route.append, self.lat.append)
+        # the instruction stream (sim/stream.py; the Cython one unless the launch asked for
+        # the readable twins with scheduler="python"); ``issue`` is bound straight to it
+        self.stream = make_stream(device.counter, device.check_races, self._over_budget,
+                                  fast=device.scheduler_name != "python")
+        self.issue = self.stream.issue
+        self.accesses: dict[int, list] = self.stream.accesses
         self._block_runs: list[tuple[int, int]] = []     # (first instruction, block index)
-        self.accesses: dict[int, list] = {}
         self.block_idx = -1
         self.events_in_use: dict[tuple[int, int], dict[int, str]] = {}
 
     def __len__(self) -> int:
-        return len(self.pipe)
+        return len(self.stream)
+
+    # the stream's columns, in program order (numbers as numpy arrays or lists, names and
+    # routes as lists of str); read them once the kernel has stopped issuing
+    pipe = property(lambda self: self.stream.column("pipe"), doc="pipe of every instruction")
+    kind = property(lambda self: self.stream.column("kind"), doc="kind: work, set, wait, barrier")
+    op = property(lambda self: self.stream.column("op"), doc="opcode")
+    dur = property(lambda self: self.stream.column("dur"), doc="cycles each occupies its pipe")
+    key = property(lambda self: self.stream.column("key"), doc="flag key of a set or wait, else -1")
+    name = property(lambda self: self.stream.column("name"), doc="what the trace calls each")
+    nbytes = property(lambda self: self.stream.column("nbytes"), doc="bytes each moves")
+    flops = property(lambda self: self.stream.column("flops"), doc="floating-point operations")
+    energy = property(lambda self: self.stream.column("energy"), doc="energy, pJ")
+    route = property(lambda self: self.stream.column("route"), doc="where a copy goes, e.g. 'GM->L1'")
+    lat = property(lambda self: self.stream.column("lat"), doc="cycles in flight after the pipe is free")
 
     @property
     def block_idx(self) -> int:
@@ -127,12 +132,12 @@ class Core:
     @block_idx.setter
     def block_idx(self, b: int) -> None:
         self._block_idx = b
-        self._block_runs.append((len(self.pipe), b))
+        self._block_runs.append((len(self.stream), b))
 
     def block_column(self) -> np.ndarray:
         """The block of every instruction (int32), from the runs recorded when blocks start."""
-        out = np.empty(len(self.pipe), dtype=np.int32)
-        runs = self._block_runs + [(len(self.pipe), -1)]
+        out = np.empty(len(self.stream), dtype=np.int32)
+        runs = self._block_runs + [(len(self.stream), -1)]
         for (lo, b), (hi, _) in zip(runs, runs[1:]):
             out[lo:hi] = b
         return out
@@ -149,34 +154,20 @@ class Core:
         dur: cycles the instruction occupies its pipe. lat: cycles it is still in flight after
         that (the pipe is free, the result not yet there; a copy's start-up latency, see
         :meth:`Device.copy_cost`); it completes ``dur + lat`` after it starts.
-        Numbers are stored as given and become typed columns at finish: pass plain ``int``
-        where you can (an IntEnum works, but converting a column of them costs more).
-        reads/writes: (buffer name, byte lo, byte hi) ranges, for the race checker.
+        Numbers are stored as their column's type (integers; a float is truncated toward
+        zero; energy as a float). reads/writes: (buffer name, byte lo, byte hi) ranges, for the
+        race checker. (Each core binds ``issue`` to its :mod:`~npulab.sim.stream` directly;
+        this method says what it does.)
         """
-        dev = self.device
-        dev.issued += 1
-        if dev.issued > dev.budget:
-            raise InstructionBudgetError(
-                f"the kernel issued more than {dev.budget:,} instructions (block {self.block_idx} on "
-                f"core {self.index}, last '{name}'): a runaway loop? Raise launch(..., budget=N) "
-                f"if the kernel really needs more.")
-        i = len(self.pipe)
-        a = self._appends
-        a[0](pipe)
-        a[1](kind)
-        a[2](op)
-        a[3](dur)
-        a[4](key)
-        a[5](name)
-        a[6](nbytes)
-        a[7](flops)
-        a[8](energy)
-        a[9](route)
-        a[10](lat)
-        if (reads or writes) and dev.check_races:
-            self.accesses[i] = [(b, lo, hi, False) for b, lo, hi in reads] + \
-                               [(b, lo, hi, True) for b, lo, hi in writes]
-        return i
+        return self.stream.issue(pipe, kind, op, dur, key=key, name=name, nbytes=nbytes, flops=flops,
+                                 energy=energy, route=route, reads=reads, writes=writes, lat=lat)
+
+    def _over_budget(self, name: str) -> None:
+        budget = self.device.budget
+        raise InstructionBudgetError(
+            f"the kernel issued more than {budget:,} instructions (block {self.block_idx} on "
+            f"core {self.index}, last '{name}'): a runaway loop? Raise launch(..., budget=N) "
+            f"if the kernel really needs more.")
 
     # -- flags ------------------------------------------------------------------------------
     def check_event(self, src: int, dst: int, event_id: int, what: str) -> None:
@@ -240,7 +231,7 @@ class Device:
         self.budget = budget
         self.check_races = self.functional if check_races is None else check_races
         self.scheduler_name = scheduler_name
-        self.issued = 0
+        self.counter = make_budget(budget, fast=scheduler_name != "python")
         self.memo: dict = {}                # derived costs the kernel language works out once a launch
         p = self.chip.pipes
         self._copy_rates = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
@@ -251,6 +242,11 @@ class Device:
         self.cores = [Core(self, c) for c in range(self.active_cores)]
         self.gm = GmTraffic(self)           # every GM copy, settled at finish (sim/gm.py)
         self.gm_stats = None
+
+    @property
+    def issued(self) -> int:
+        """Instructions the launch has issued so far, over all cores."""
+        return self.counter.issued
 
     def core_for_block(self, block_idx: int) -> Core:
         return self.cores[block_idx % self.active_cores]
@@ -288,22 +284,25 @@ class Device:
         self.gm_stats = self.gm.settle()    # GM copy durations: shared HBM, read/write split, L2
         timelines = []
         for core in self.cores:
-            pipe = np.asarray(core.pipe, dtype=np.int8)
-            kind = np.asarray(core.kind, dtype=np.int8)
-            key, lat = np.asarray(core.key, dtype=np.int64), np.asarray(core.lat, dtype=np.int64)
+            # copies of the columns: ``refine`` rewrites core.dur, and ``dur`` must stay the
+            # durations the last schedule used
+            pipe = np.array(core.pipe, dtype=np.int8)
+            kind = np.array(core.kind, dtype=np.int8)
+            key, lat = np.array(core.key, dtype=np.int64), np.array(core.lat, dtype=np.int64)
             try:
-                dur = np.asarray(core.dur, dtype=np.int64)
+                dur = np.array(core.dur, dtype=np.int64)
                 start, end, order, match = schedule(pipe, kind, dur, key, self.chip.issue_cycles, lat)
                 # GM copies: the read/write split only where the two directions overlap
                 for _ in range(GM_ROUNDS):
                     if not self.gm.refine(core, start):
                         break
-                    dur = np.asarray(core.dur, dtype=np.int64)
+                    dur = np.array(core.dur, dtype=np.int64)
                     start, end, order, match = schedule(pipe, kind, dur, key, self.chip.issue_cycles, lat)
             except DeadlockError as exc:
                 raise self._explain_deadlock(core, exc.blocked) from None
             if self.check_races and core.accesses:
-                race = races.find_race(core.pipe, core.kind, list(match), order, core.accesses)
+                race = races.find_race(np.asarray(core.pipe).tolist(), np.asarray(core.kind).tolist(),
+                                       list(match), order, core.accesses)
                 if race is not None:
                     raise self._explain_race(core, race)
             start, end = np.asarray(start), np.asarray(end)
@@ -314,14 +313,14 @@ class Device:
         return Trace.from_device(self, timelines)
 
     def describe(self, core: Core, i: int) -> str:
-        return f"#{i} {Pipe(core.pipe[i]).name} '{core.name[i]}' (block {core.block[i]})"
+        return f"#{i} {Pipe(int(core.pipe[i])).name} '{core.name[i]}' (block {core.block[i]})"
 
     def _explain_deadlock(self, core: Core, blocked) -> DeadlockError:
         lines = []
         for i in blocked:
-            p = Pipe(core.pipe[i]).name
+            p = Pipe(int(core.pipe[i])).name
             if core.kind[i] == Kind.WAIT:
-                flag = describe_key(core.key[i])
+                flag = describe_key(int(core.key[i]))
                 lines.append(f"pipe {p} waits at {self.describe(core, i)} on flag {flag}, "
                              f"which no set_flag that can still run will set")
             elif core.kind[i] == Kind.BARRIER_ALL:
@@ -340,7 +339,7 @@ class Device:
         what = {(True, False): "reads what", (True, True): "writes what",
                 (False, True): "overwrites what"}[(wj, wi)]
         verb = "wrote" if wj else "still reads"
-        pj, pi = Pipe(core.pipe[j]).name, Pipe(core.pipe[i]).name
+        pj, pi = Pipe(int(core.pipe[j])).name, Pipe(int(core.pipe[i])).name
         return RaceError(
             f"race on core {core.index} in {buf} bytes [{lo}, {hi}): {self.describe(core, i)} "
             f"{what} {self.describe(core, j)} {verb}, with nothing ordering {pj} before {pi}. "

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import AlignmentError, BufferOverflowError
 
 
-@dataclass
+@dataclass(slots=True)
 class AllocRecord:
     """One tensor lifetime: live from instruction ``taken`` ends until ``released`` ends.
     ``released`` is -1 while the tensor is live (and stays -1 for a TBuf, live to the end)."""

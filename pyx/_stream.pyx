@@ -1,0 +1,156 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""A core's instruction stream in Cython: same signatures and results as
+``npulab.sim.stream`` (the readable specification; the parity tests run one launch on both).
+What it optimises: ``issue`` is one C call (no Python frame), and the numbers go straight
+into typed arrays that double when full, so the columns are numpy views, not lists to convert.
+"""
+import numpy as np
+cimport numpy as cnp
+from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLong
+from cpython.float cimport PyFloat_CheckExact, PyFloat_AS_DOUBLE
+
+cnp.import_array()
+
+COLUMNS = ("pipe", "kind", "op", "dur", "key", "name", "nbytes", "flops", "energy", "route", "lat")
+_DTYPES = {"pipe": np.int8, "kind": np.int8, "op": np.int16, "dur": np.int64, "key": np.int64,
+           "nbytes": np.int64, "flops": np.int64, "energy": np.float64, "lat": np.int64}
+
+
+cdef class Budget:
+    """How many instructions a launch has issued (``issued``), over all its cores, and how many
+    it may (``limit``)."""
+    cdef public long long issued, limit
+
+    def __init__(self, limit):
+        self.issued = 0
+        self.limit = limit
+
+
+cdef inline long long _int(object v) except? -1:
+    """v as an integer column holds it: a float is truncated toward zero (as numpy's cast)."""
+    if PyLong_CheckExact(v):
+        return PyLong_AsLongLong(v)
+    return int(v)
+
+
+cdef inline double _float(object v) except? -1.0:
+    if PyFloat_CheckExact(v):
+        return PyFloat_AS_DOUBLE(v)
+    return float(v)
+
+
+cdef class Stream:
+    """The stream of one core (see ``npulab.sim.stream.Stream``)."""
+    cdef Budget budget
+    cdef public bint check_races
+    cdef public object over_budget
+    cdef public dict accesses
+    cdef Py_ssize_t n, cap
+    cdef cnp.ndarray _pipe, _kind, _op, _dur, _key, _nbytes, _flops, _energy, _lat
+    cdef signed char *pipe_p
+    cdef signed char *kind_p
+    cdef short *op_p
+    cdef long long *dur_p
+    cdef long long *key_p
+    cdef long long *nbytes_p
+    cdef long long *flops_p
+    cdef double *energy_p
+    cdef long long *lat_p
+    cdef list names, routes
+
+    def __init__(self, Budget budget, check_races, over_budget):
+        self.budget = budget
+        self.check_races = bool(check_races)
+        self.over_budget = over_budget
+        self.accesses = {}
+        self.names, self.routes = [], []
+        self.n = 0
+        self._grow(256)
+
+    cdef int _grow(self, Py_ssize_t cap) except -1:
+        """Arrays of ``cap`` rows holding the ``n`` rows so far."""
+        cdef Py_ssize_t n = self.n
+        arrays = []
+        for name in ("pipe", "kind", "op", "dur", "key", "nbytes", "flops", "energy", "lat"):
+            a = np.empty(cap, dtype=_DTYPES[name])
+            if n:
+                a[:n] = self._array(name)[:n]
+            arrays.append(a)
+        (self._pipe, self._kind, self._op, self._dur, self._key, self._nbytes, self._flops,
+         self._energy, self._lat) = arrays
+        self.pipe_p = <signed char*>cnp.PyArray_DATA(self._pipe)
+        self.kind_p = <signed char*>cnp.PyArray_DATA(self._kind)
+        self.op_p = <short*>cnp.PyArray_DATA(self._op)
+        self.dur_p = <long long*>cnp.PyArray_DATA(self._dur)
+        self.key_p = <long long*>cnp.PyArray_DATA(self._key)
+        self.nbytes_p = <long long*>cnp.PyArray_DATA(self._nbytes)
+        self.flops_p = <long long*>cnp.PyArray_DATA(self._flops)
+        self.energy_p = <double*>cnp.PyArray_DATA(self._energy)
+        self.lat_p = <long long*>cnp.PyArray_DATA(self._lat)
+        self.cap = cap
+        return 0
+
+    cdef cnp.ndarray _array(self, str name):
+        if name == "pipe":
+            return self._pipe
+        if name == "kind":
+            return self._kind
+        if name == "op":
+            return self._op
+        if name == "dur":
+            return self._dur
+        if name == "key":
+            return self._key
+        if name == "nbytes":
+            return self._nbytes
+        if name == "flops":
+            return self._flops
+        if name == "energy":
+            return self._energy
+        if name == "lat":
+            return self._lat
+        raise KeyError(name)
+
+    def __len__(self):
+        return self.n
+
+    def issue(self, pipe, kind, op, dur=0, *, key=-1, name="", nbytes=0, flops=0, energy=0.0,
+              route="", reads=(), writes=(), lat=0):
+        """Append one instruction; return its index in the stream (see the twin)."""
+        cdef Budget b = self.budget
+        b.issued += 1
+        if b.issued > b.limit:
+            self.over_budget(name)
+        cdef Py_ssize_t i = self.n
+        if i == self.cap:
+            self._grow(2 * self.cap)
+        # convert every value first, so that a bad one leaves the stream as it was
+        cdef long long v_pipe = _int(pipe), v_kind = _int(kind), v_op = _int(op), v_dur = _int(dur)
+        cdef long long v_key = _int(key), v_nbytes = _int(nbytes), v_flops = _int(flops), v_lat = _int(lat)
+        cdef double v_energy = _float(energy)
+        self.pipe_p[i] = <signed char>v_pipe
+        self.kind_p[i] = <signed char>v_kind
+        self.op_p[i] = <short>v_op
+        self.dur_p[i] = v_dur
+        self.key_p[i] = v_key
+        self.nbytes_p[i] = v_nbytes
+        self.flops_p[i] = v_flops
+        self.energy_p[i] = v_energy
+        self.lat_p[i] = v_lat
+        self.names.append(name)
+        self.routes.append(route)
+        self.n = i + 1
+        if (reads or writes) and self.check_races:
+            self.accesses[i] = [(buf, lo, hi, False) for buf, lo, hi in reads] + \
+                               [(buf, lo, hi, True) for buf, lo, hi in writes]
+        return i
+
+    def column(self, str name):
+        """One column, in program order: a view of the typed array for the numbers (settling
+        a GM copy writes ``dur`` through it; a later issue may move the array), the list itself
+        for ``name`` and ``route``."""
+        if name == "name":
+            return self.names
+        if name == "route":
+            return self.routes
+        return self._array(name)[:self.n]
