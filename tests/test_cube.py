@@ -95,6 +95,34 @@ def test_mmad_start_up_is_latency_for_tiles_of_ten_fractals_or_more():
         assert sum(mmad_cost(chip, m, n, k, np.float16)) == mmad_cycles(chip, m, n, k, np.float16)
 
 
+def mmads_in_one_l0c(a_gm, b_gm, c_gm, m, n, k, count, barrier):
+    """A and B into L0A/L0B once, then ``count`` mmads of them into one L0C tile (the first
+    with init), a pipe_barrier(PIPE_M) between each two when ``barrier``; FixPipe drains it."""
+    pipe = Pipe()
+    l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
+    qc = Queue(CO1, "c")
+    for buf, nbytes in ((l1a, m * k * 2), (l1b, k * n * 2), (l0a, m * k * 2), (l0b, k * n * 2)):
+        pipe.init_buffer(buf, nbytes)
+    pipe.init_buffer(qc, 1, m * n * 4)
+    data_copy_nd2nz(l1a.get(np.float16), a_gm, m, k)
+    data_copy_nd2nz(l1b.get(np.float16), b_gm, k, n)
+    set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+    wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+    load_data(l0a.get(np.float16), l1a.get(np.float16), m, k, src_rows=m)
+    load_data(l0b.get(np.float16), l1b.get(np.float16), k, n, src_rows=k)
+    set_flag(PIPE_MTE1, PIPE_M, 0)
+    wait_flag(PIPE_MTE1, PIPE_M, 0)
+    c = qc.alloc_tensor(np.float32)
+    for i in range(count):
+        if barrier and i:
+            pipe_barrier(PIPE_M)
+        mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=(i == 0))
+    qc.enque(c)
+    c = qc.deque()
+    fixpipe(c_gm, c, m, n)
+    qc.free_tensor(c)
+
+
 @pytest.mark.parametrize("m,n", [(32, 80), (48, 48)])
 def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
     """Three mmads into one L0C, back to back: each next one starts when the cube is free (its
@@ -102,35 +130,10 @@ def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
     Whatever they overlap, FixPipe reads L0C only once the last result is there."""
     k = 32
 
-    def kernel(a_gm, b_gm, c_gm):
-        pipe = Pipe()
-        l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
-        qc = Queue(CO1, "c")
-        pipe.init_buffer(l1a, m * k * 2)
-        pipe.init_buffer(l1b, k * n * 2)
-        pipe.init_buffer(l0a, m * k * 2)
-        pipe.init_buffer(l0b, k * n * 2)
-        pipe.init_buffer(qc, 1, m * n * 4)
-        data_copy_nd2nz(l1a.get(np.float16), a_gm, m, k)
-        data_copy_nd2nz(l1b.get(np.float16), b_gm, k, n)
-        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
-        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
-        load_data(l0a.get(np.float16), l1a.get(np.float16), m, k, src_rows=m)
-        load_data(l0b.get(np.float16), l1b.get(np.float16), k, n, src_rows=k)
-        set_flag(PIPE_MTE1, PIPE_M, 0)
-        wait_flag(PIPE_MTE1, PIPE_M, 0)
-        c = qc.alloc_tensor(np.float32)
-        for i in range(3):
-            mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=(i == 0))
-        qc.enque(c)
-        c = qc.deque()
-        fixpipe(c_gm, c, m, n)
-        qc.free_tensor(c)
-
     rng = np.random.default_rng(5)
     a = rng.integers(-3, 4, (m, k)).astype(np.float16)
     b = rng.integers(-3, 4, (k, n)).astype(np.float16)
-    res = launch(kernel, 1, a, b, np.zeros((m, n), np.float32), chip="910")
+    res = launch(mmads_in_one_l0c, 1, a, b, np.zeros((m, n), np.float32), m, n, k, 3, False, chip="910")
     np.testing.assert_array_equal(res.outputs[2].reshape(m, n), 3 * (a.astype(np.float32) @ b.astype(np.float32)))
     tr = res.trace
     sel = np.flatnonzero(tr.op == Op.MMAD)
@@ -321,35 +324,11 @@ def test_pipe_barrier_waits_for_the_cube_to_complete():
     has completed (its start-up latency too), not merely once the cube is free."""
     m, n, k = 32, 80, 32
 
-    def kernel(a_gm, b_gm, c_gm, barrier):
-        pipe = Pipe()
-        l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
-        qc = Queue(CO1, "c")
-        for buf, nbytes in ((l1a, m * k * 2), (l1b, k * n * 2), (l0a, m * k * 2), (l0b, k * n * 2)):
-            pipe.init_buffer(buf, nbytes)
-        pipe.init_buffer(qc, 1, m * n * 4)
-        data_copy_nd2nz(l1a.get(np.float16), a_gm, m, k)
-        data_copy_nd2nz(l1b.get(np.float16), b_gm, k, n)
-        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
-        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
-        load_data(l0a.get(np.float16), l1a.get(np.float16), m, k, src_rows=m)
-        load_data(l0b.get(np.float16), l1b.get(np.float16), k, n, src_rows=k)
-        set_flag(PIPE_MTE1, PIPE_M, 0)
-        wait_flag(PIPE_MTE1, PIPE_M, 0)
-        c = qc.alloc_tensor(np.float32)
-        mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=True)
-        if barrier:
-            pipe_barrier(PIPE_M)
-        mmad(c, l0a.get(np.float16), l0b.get(np.float16), m, n, k, init=False)
-        qc.enque(c)
-        c = qc.deque()
-        fixpipe(c_gm, c, m, n)
-        qc.free_tensor(c)
-
     a, b = np.ones((m, k), np.float16), np.ones((k, n), np.float16)
     gap = {}
     for barrier in (False, True):
-        res = launch(kernel, 1, a, b, np.zeros((m, n), np.float32), barrier, chip="910")
+        res = launch(mmads_in_one_l0c, 1, a, b, np.zeros((m, n), np.float32), m, n, k, 2, barrier,
+                     chip="910")
         np.testing.assert_array_equal(res.outputs[2].reshape(m, n), np.full((m, n), 2 * k, np.float32))
         sel = np.flatnonzero(res.trace.op == Op.MMAD)
         gap[barrier] = int(np.diff(res.trace.start[sel])[0])

@@ -112,51 +112,40 @@ class GmTraffic:
         def shared_write(ci, idx):
             return idx < last_read[ci]
 
-        read_bytes = {c.index: 0.0 for c in dev.cores}       # bytes moved in the middle
-        write_bytes = {c.index: 0.0 for c in dev.cores}
-        for read, h in zip(self.reads, hbm):
-            if shared_read(read[1], read[2]):
-                read_bytes[read[1]] += h
-        for ci, idx, _, nbytes in self.writes:
-            if shared_write(ci, idx):
-                write_bytes[ci] += nbytes
         share = chip.gm_share_bytes_per_cycle(dev.active_cores, dev.core_type)
         l2_share = max(share, chip.memory.l2_bytes_per_cycle / dev.active_cores)
         p = chip.pipes
         rates = {Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
                  Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
-        cores = {c.index: c for c in dev.cores}
-
-        def part(ci, mine):
-            total = read_bytes[ci] + write_bytes[ci]
-            return share * mine / total if total else share
+        # every copy: (core, instruction, is a read, floor cycles, HBM bytes, start-up, shared)
+        copies = [(r[1], r[2], True, r[4] / min(p.mte2_bytes_per_cycle, l2_share), h,
+                   p.mte2_startup_cycles, shared_read(r[1], r[2])) for r, h in zip(self.reads, hbm)]
+        for ci, idx, pipe, nbytes in self.writes:
+            rate, startup = rates[Pipe(pipe)]
+            copies.append((ci, idx, False, nbytes / rate, nbytes, startup, shared_write(ci, idx)))
+        # HBM bytes each direction moves in the middle of each core's stream
+        moved = {d: {c.index: 0.0 for c in dev.cores} for d in (True, False)}
+        for ci, _, is_read, _, nbytes, _, shared in copies:
+            if shared:
+                moved[is_read][ci] += nbytes
+        durs = {c.index: c.dur for c in dev.cores}      # writable views of the columns
+        lats = {c.index: c.lat for c in dev.cores}
 
         # the copies whose part depends on what the other direction does meanwhile, per core:
         # (instruction, is a read, floor cycles, HBM bytes, the part's fraction of the share)
         self._shared = {c.index: [] for c in dev.cores}
-        self._by_core = None
+        self._by_core = {c.index: ([], []) for c in dev.cores}   # (read, write) instructions
         self._overlap: dict = {}
         self._share = share
-        for read, h in zip(self.reads, hbm):
-            ci, idx, nbytes = read[1], read[2], read[4]
-            floor = nbytes / min(p.mte2_bytes_per_cycle, l2_share)
-            if shared_read(ci, idx):
-                mine = part(ci, read_bytes[ci])
-                self._shared[ci].append((idx, True, floor, h, mine / share))
-            else:
-                mine = share
-            cores[ci].dur[idx] = int(-(-max(floor, h / mine) // 1))
-            cores[ci].lat[idx] = int(p.mte2_startup_cycles)
-        for ci, idx, pipe, nbytes in self.writes:
-            rate, startup = rates[Pipe(pipe)]
-            floor = nbytes / rate
-            if shared_write(ci, idx):
-                mine = part(ci, write_bytes[ci])
-                self._shared[ci].append((idx, False, floor, nbytes, mine / share))
-            else:
-                mine = share
-            cores[ci].dur[idx] = int(-(-max(floor, nbytes / mine) // 1))
-            cores[ci].lat[idx] = int(startup)
+        for ci, idx, is_read, floor, nbytes, startup, shared in copies:
+            self._by_core[ci][0 if is_read else 1].append(idx)
+            mine = share
+            if shared:
+                total = moved[True][ci] + moved[False][ci]
+                mine = share * moved[is_read][ci] / total if total else share
+                self._shared[ci].append((idx, is_read, floor, nbytes, mine / share))
+            durs[ci][idx] = int(-(-max(floor, nbytes / mine) // 1))
+            lats[ci][idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))
         return dict(self.stats)
@@ -174,13 +163,6 @@ class GmTraffic:
         shared = self._shared.get(core.index)
         if not shared:
             return False
-        if self._by_core is None:
-            by_core: dict = {}
-            for r in self.reads:
-                by_core.setdefault(r[1], ([], []))[0].append(r[2])
-            for w in self.writes:
-                by_core.setdefault(w[0], ([], []))[1].append(w[1])
-            self._by_core = by_core
         start = np.asarray(start, dtype=np.float64)
         dur = np.asarray(core.dur, dtype=np.float64)
         rd_i, wr_i = (np.asarray(x, dtype=np.int64) for x in self._by_core[core.index])
