@@ -212,8 +212,10 @@ def run_matmul(a: np.ndarray, b: np.ndarray, t: MatmulTiling, bias: np.ndarray |
         args = [GT.empty(a.size, dt, "arg0"), GT.empty(b.size, dt, "arg1"),
                 GT.empty(t.batch * t.m * t.n, t.out_dtype, "arg2"),
                 None if bias is None else GT.empty(t.n, t.acc_dtype, "arg3")]
+    # C is run_matmul's own: written in place; A, B and bias are only read
     res = lang.launch(matmul_kernel, t.block_dim, *args, t, chip=chip, mode=mode,
-                      check_races=check_races)
+                      check_races=check_races, donate=(2,) if mode == "functional" else (),
+                      outputs=(2,))
     out = res.outputs[2]
     return (out.reshape(t.batch, t.m, t.n) if out is not None else None), res.trace
 

@@ -73,7 +73,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
         (dev.chip.vector.startup_cycles + -(-moved // dev.chip.vector.bytes_per_cycle), 0)
     # numerics, in program order
     if dev.functional:
-        s, d = src.numpy(), dst.numpy()
+        s, d = src.numpy(), dst.numpy(write=True) if route[1] == "GM" else dst.numpy()
         if s is not None and d is not None:
             d[:count] = s[:count]
             if padded and isinstance(dst, LocalTensor):

@@ -58,8 +58,9 @@ def _r16(x: int) -> int:
 
 
 def _gm_view(g: GlobalTensor, rows: int, cols: int, stride: int) -> np.ndarray | None:
-    """The (rows, cols) matrix with row stride ``stride`` (elements) starting at ``g``."""
-    data = g.root.data
+    """The (rows, cols) matrix with row stride ``stride`` (elements) starting at ``g``, to
+    write through."""
+    data = g.writable()
     if data is None:
         return None
     return np.lib.stride_tricks.as_strided(data[g.offset:], shape=(rows, cols),

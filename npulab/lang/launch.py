@@ -30,26 +30,36 @@ class LaunchResult(NamedTuple):
 
 def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-           scheduler: str = "cython", core_type: str = "aic") -> LaunchResult:
+           scheduler: str = "cython", core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
     """Run ``kernel(*args)`` on ``block_dim`` blocks.
 
-    args: numpy arrays become GM tensors (copies: your arrays are never written) named
-    ``arg0``, ``arg1``, ...; GlobalTensors are used as they are; anything else (a tiling
-    struct) is passed through. mode: "functional" computes every tile with numpy, "timing"
-    only times. check_races defaults to on in functional mode. core_type: "aic", "aiv" or
-    "mix" (see the module docstring); an "aiv" kernel has only the UB of the on-chip buffers,
-    and an "aic" kernel on a split chip (910B) has no UB.
+    args: numpy arrays become GM tensors named ``arg0``, ``arg1``, ...; your arrays are never
+    written: the kernel reads them where they are and writes its own copy (made on the first
+    write). GlobalTensors are used as they are; anything else (a tiling struct) is passed
+    through. mode: "functional" computes every tile with numpy, "timing" only times.
+    check_races defaults to on in functional mode. core_type: "aic", "aiv" or "mix" (see the
+    module docstring); an "aiv" kernel has only the UB of the on-chip buffers, and an "aic"
+    kernel on a split chip (910B) has no UB.
+
+    donate: positions of numpy arguments you give to the launch (as JAX's donate_argnums): it
+    writes them in place, with no copy. outputs: positions of the GM arguments to hand back
+    (default: all); the others are None in ``LaunchResult.outputs``.
     """
     if not callable(kernel):
         raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
         raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
+    donate = set(donate)
+    for i in donate:
+        if not (isinstance(i, (int, np.integer)) and 0 <= i < len(args) and isinstance(args[i], np.ndarray)):
+            raise ValueError(f"launch: donate={sorted(donate)!r} must name positions of numpy arguments "
+                             f"(there are {len(args)} arguments)")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
                  scheduler_name=scheduler, core_type=core_type)
     gm_args, own = [], set()
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
-            a = GlobalTensor(a.copy(), name=f"arg{i}") if dev.functional else \
+            a = GlobalTensor(a, name=f"arg{i}", _borrow=i not in donate) if dev.functional else \
                 GlobalTensor.empty(a.size, a.dtype, name=f"arg{i}")
             own.add(i)
         gm_args.append(a)
@@ -62,13 +72,22 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
         _run_blocks(dev, kernel, gm_args, int(block_dim))
         trace = dev.finish()
     finally:
+        dev.release()
         if collecting:
             gc.enable()
-    # a numpy argument's GM copy was the launch's own: it is handed over as it is; a GlobalTensor
-    # the caller passed is theirs, so its bytes are copied
-    outputs = [None if not isinstance(a, GlobalTensor) or a.root.data is None else
-               a.root.data if i in own else a.root.data.copy() for i, a in enumerate(gm_args)]
-    return LaunchResult(outputs, trace)
+    # a numpy argument's GM array is handed over: the launch's own copy if the kernel wrote it,
+    # the donated array itself, else a copy of the bytes it read; a GlobalTensor the caller
+    # passed is theirs, so its bytes are copied
+    wanted = range(len(gm_args)) if outputs is None else set(outputs)
+    handed = []
+    for i, a in enumerate(gm_args):
+        if i not in wanted or not isinstance(a, GlobalTensor) or a.data is None:
+            handed.append(None)
+        elif i in own and not a.borrowed:
+            handed.append(a.data)
+        else:
+            handed.append(a.data.copy())
+    return LaunchResult(handed, trace)
 
 
 def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:

@@ -257,4 +257,5 @@ class Pipe:
     def destroy(self) -> None:
         for q in self.queues:
             q._drain()
+            q._tensors = {}             # the tensors it handed out point back at it: let them go
 

@@ -61,20 +61,44 @@ class GlobalTensor:
     """
 
     def __init__(self, data=None, *, name: str = "gm", dtype=None, size: int | None = None,
-                 _root=None, _offset: int = 0):
+                 _root=None, _offset: int = 0, _borrow: bool = False):
         if _root is not None:
-            self.root, self.name, self.data, self.dtype = _root, _root.name, _root.data, _root.dtype
+            self.root, self.name, self.dtype = _root, _root.name, _root.dtype
             self.offset, self.size = _offset, size
             return
         self.root, self.name, self.offset = self, name, 0
+        self._borrowed = False
         if data is not None:
             arr = np.ascontiguousarray(data).reshape(-1)
+            if _borrow and np.may_share_memory(arr, data):
+                # the caller's bytes, read until something writes them (then copied: writable())
+                arr = arr.view()
+                arr.flags.writeable = False
+                self._borrowed = True
             self.dtype = as_dtype(arr.dtype)
-            self.data, self.size = arr, arr.size
+            self._data, self.size = arr, arr.size
         else:
             if dtype is None or size is None:
                 raise ShapeError("GlobalTensor needs either data or both dtype= and size=")
-            self.dtype, self.data, self.size = as_dtype(dtype), None, int(size)
+            self.dtype, self._data, self.size = as_dtype(dtype), None, int(size)
+
+    @property
+    def data(self) -> np.ndarray | None:
+        """The whole allocation's elements (the root's array; None in timing-only mode)."""
+        return self.root._data
+
+    @property
+    def borrowed(self) -> bool:
+        """The allocation still reads its creator's array (nothing has written it yet)."""
+        return self.root._borrowed
+
+    def writable(self) -> np.ndarray | None:
+        """The allocation's array, ready to be written: a borrowed array is copied first (copy
+        on write), so a launch never writes the caller's numpy array."""
+        r = self.root
+        if r._borrowed:
+            r._data, r._borrowed = r._data.copy(), False
+        return r._data
 
     @classmethod
     def empty(cls, size: int, dtype, name: str = "gm") -> "GlobalTensor":
@@ -108,9 +132,11 @@ class GlobalTensor:
         lo = self.offset * self.itemsize
         return (f"GM:{self.name}", lo, lo + count * self.itemsize)
 
-    def numpy(self) -> np.ndarray | None:
-        """The elements of this window (a view), or None in timing-only mode."""
-        return None if self.data is None else self.data[self.offset: self.offset + self.size]
+    def numpy(self, write: bool = False) -> np.ndarray | None:
+        """The elements of this window (a view), or None in timing-only mode; ``write=True``
+        for a view to write through (see :meth:`writable`)."""
+        data = self.writable() if write else self.root._data
+        return None if data is None else data[self.offset: self.offset + self.size]
 
     def __repr__(self) -> str:
         return f"GlobalTensor('{self.name}'[{self.offset}:{self.offset + self.size}], {self.dtype})"

@@ -277,6 +277,19 @@ class Device:
             for buf in dict.values(c.buffers):
                 buf.recycle()
 
+    def release(self) -> None:
+        """The launch is over and its Trace made: break the reference cycles among the device's
+        objects (each core and the GM model point back at the device, a stream at its budget
+        check, an L0C buffer at its flush hook) so that they go with the last reference to the
+        device, not at the cycle collector's next pass over them all. The cores, their buffers
+        and their logs stay readable."""
+        for core in self.cores:
+            for buf in dict.values(core.buffers):
+                buf.__dict__.pop("pending_flush", None)
+            core.stream.over_budget = None
+            core.device = None
+        self.gm.device = None
+
     def finish(self):
         """Schedule every core, check races, and return the Trace."""
         from .trace import Trace
