@@ -233,6 +233,7 @@ def load_chip(path: str | Path) -> ChipSpec:
     return spec
 
 
+@lru_cache(maxsize=None)
 def _chip_dir() -> Path:
     """Built-in chip files: ``npulab/data/chips`` in an installed wheel, ``data/chips`` of the
     source tree in a checkout or an editable install."""
@@ -245,7 +246,13 @@ def _chip_dir() -> Path:
 
 def chip_names() -> list[str]:
     """Names of the built-in chips, sorted."""
-    return sorted(p.name[:-5] for p in _chip_dir().iterdir() if p.name.endswith(".toml"))
+    return list(_chip_names())
+
+
+@lru_cache(maxsize=None)
+def _chip_names() -> tuple[str, ...]:
+    # the package's own files: listed once (every launch asks for its chip by name)
+    return tuple(sorted(p.name[:-5] for p in _chip_dir().iterdir() if p.name.endswith(".toml")))
 
 
 @lru_cache(maxsize=None)
@@ -258,7 +265,7 @@ def get_chip(name_or_path: "str | Path | ChipSpec") -> ChipSpec:
     if isinstance(name_or_path, ChipSpec):
         return name_or_path
     text = str(name_or_path)
-    if text.lower() in chip_names():
+    if text.lower() in _chip_names():
         return _builtin(text.lower())
     if text.endswith(".toml") or "/" in text or "\\" in text:
         return load_chip(text)
