@@ -145,6 +145,31 @@ cdef class Stream:
                                [(buf, lo, hi, True) for buf, lo, hi in writes]
         return i
 
+    cdef Py_ssize_t push(self, long long pipe, long long kind, long long op, long long key,
+                         object name) except -1:
+        """``issue(pipe, kind, op, key=key, name=name)``: an instruction with no duration, bytes
+        or accesses (a queue's flag or mark), in one C call."""
+        cdef Budget b = self.budget
+        b.issued += 1
+        if b.issued > b.limit:
+            self.over_budget(name)
+        cdef Py_ssize_t i = self.n
+        if i == self.cap:
+            self._grow(2 * self.cap)
+        self.pipe_p[i] = <signed char>pipe
+        self.kind_p[i] = <signed char>kind
+        self.op_p[i] = <short>op
+        self.dur_p[i] = 0
+        self.key_p[i] = key
+        self.nbytes_p[i] = 0
+        self.flops_p[i] = 0
+        self.energy_p[i] = 0.0
+        self.lat_p[i] = 0
+        self.names.append(name)
+        self.routes.append("")
+        self.n = i + 1
+        return i
+
     def column(self, str name):
         """One column, in program order: a view of the typed array for the numbers (settling
         a GM copy writes ``dur`` through it; a later issue may move the array), the list itself
@@ -154,3 +179,118 @@ cdef class Stream:
         if name == "route":
             return self.routes
         return self._array(name)[:self.n]
+
+
+# -- the queue calls ---------------------------------------------------------------------------
+# alloc_tensor, enque, deque and free_tensor of npulab.lang.pipe.Queue, which every kernel makes
+# once per tile on every queue: here, in the stream's module, so that the flag each one issues
+# is one C call (Stream.push). ``npulab.lang.pipe.PyQueueOps`` is the readable twin, line for
+# line (the labs show that one); tests/test_fast_paths.py runs kernels through both and compares
+# their traces and errors. The errors' messages are the Python side's (``_need_init``, ``_own``,
+# ``_all_held``, ``_nothing_enqueued``, ``_still_enqueued``), written once.
+
+# what the Python side hands over once (bind): the classes and constants these calls use
+cdef object LocalTensor = None, AllocRecord = None, dtype_of = None, as_dtype = None
+cdef int WORK = 0, SET = 0, WAIT = 0, OP_MARK = 0, OP_SET = 0, OP_WAIT = 0
+
+
+def bind_queue(local_tensor, alloc_record, dtype_of_, as_dtype_, kinds, ops):
+    """Called by npulab.lang.pipe at import: LocalTensor, AllocRecord, its dtype lookups and
+    the (WORK, SET, WAIT) kinds and (MARK, SET_FLAG, WAIT_FLAG) opcodes."""
+    global LocalTensor, AllocRecord, dtype_of, as_dtype, WORK, SET, WAIT, OP_MARK, OP_SET, OP_WAIT
+    LocalTensor, AllocRecord, dtype_of, as_dtype = local_tensor, alloc_record, dtype_of_, as_dtype_
+    WORK, SET, WAIT = kinds
+    OP_MARK, OP_SET, OP_WAIT = ops
+
+
+cdef class QueueOps:
+    """The fields the four calls read and write (set by ``Queue._setup``), and the calls."""
+    cdef public object core, buffer, position, name, enqueued, _issue
+    cdef public int buffer_num, allocs, frees, waits, _producer, _consumer
+    cdef public bint synced
+    cdef public long long fwd, back, slot_bytes
+    cdef public list held, _slots, _n_wait, _n_alloc, _n_enque, _n_deque, _n_free
+    cdef public dict records, _tensors
+    cdef public object _buffer_name
+    cdef Stream _s          # the core's stream when it is this module's Stream (else None)
+
+    def _bind_stream(self, stream):
+        """Issue through ``stream`` directly (one C call a flag) when it is the Cython Stream."""
+        self._s = stream if isinstance(stream, Stream) else None
+
+    cdef inline Py_ssize_t _flag(self, long long pipe, long long kind, long long op, long long key,
+                                 object name) except -1:
+        if self._s is not None:
+            return self._s.push(pipe, kind, op, key, name)
+        return self._issue(pipe, kind, op, key=key, name=name)
+
+    def alloc_tensor(self, dtype):
+        """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
+        if self.core is None:
+            self._need_init("alloc_tensor")
+        dt = dtype_of(dtype)
+        cdef list held = self.held
+        cdef int slot = self.allocs % self.buffer_num
+        if held[slot]:
+            if all(held):
+                self._all_held()
+            slot = held.index(False)
+        if self.synced and self.allocs >= self.buffer_num:
+            i = self._flag(self._producer, WAIT, OP_WAIT, self.back, self._n_wait[slot])
+            self.waits += 1
+        else:
+            i = self._flag(self._producer, WORK, OP_MARK, -1, self._n_alloc[slot])
+        self.allocs += 1
+        held[slot] = True
+        offset, owner = self._slots[slot]
+        rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
+        self.buffer.log.append(rec)
+        self.records[slot] = rec
+        key = (slot, dt)
+        t = self._tensors.get(key)
+        if t is None:
+            t = self._tensors[key] = LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize,
+                                                 self.position, self.name, self, slot)
+        return t
+
+    def enque(self, t):
+        """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
+        if self.core is None:
+            self._need_init("enque")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "enque")
+        if self.synced:
+            self._flag(self._producer, SET, OP_SET, self.fwd, self._n_enque[t.slot])
+        self.enqueued.append(t)
+
+    def deque(self, dtype=None):
+        """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
+        if self.core is None:
+            self._need_init("deque")
+        if not self.enqueued:
+            self._nothing_enqueued()
+        t = self.enqueued.popleft()
+        if dtype is not None and as_dtype(dtype) != t.dtype:
+            t = t.reinterpret_cast(dtype)
+        if self.synced:
+            self._flag(self._consumer, WAIT, OP_WAIT, self.fwd, self._n_deque[t.slot])
+        return t
+
+    def free_tensor(self, t):
+        """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
+        if self.core is None:
+            self._need_init("free_tensor")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "free_tensor")
+        cdef int slot = t.slot
+        if self.enqueued:
+            for e in self.enqueued:
+                if e.slot == slot:
+                    self._still_enqueued(t)
+        if self.synced:
+            i = self._flag(self._consumer, SET, OP_SET, self.back, self._n_free[slot])
+            self.frees += 1
+        else:
+            i = self._flag(self._consumer, WORK, OP_MARK, -1, self._n_free[slot])
+        self.held[slot] = False
+        self.records.pop(slot).released = i

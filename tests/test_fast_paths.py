@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from npulab import formats as F
 from npulab import lang
-from npulab.errors import InstructionBudgetError, ShapeError
+from npulab.errors import DeadlockError, InstructionBudgetError, ShapeError, SyncError
 from npulab.kernels.matmul import run_matmul
 from npulab.kernels.matmul_tiling import default_tiling
 from npulab.sim import stream as S
@@ -289,3 +289,70 @@ def test_a_launch_leaves_no_reference_cycles():
     finally:
         gc.enable()
     assert found < 20, f"{found} objects in reference cycles after one launch"
+
+
+# -- the queue calls: Cython (lang.Queue) against the readable twin (lang.pipe.PyQueue) ---------
+def _queue_kernel(queue_cls, steps, depth, dtypes):
+    """A copy-in / compute / copy-out pipeline over two queues of ``queue_cls``, with the
+    deque(dtype) reinterpretation and a depth other than 2."""
+    def kernel(x, y):
+        from npulab.lang import pipe as P
+        pipe = P.Pipe()
+        qi, qo = queue_cls(lang.VECIN, "in"), queue_cls(lang.VECOUT, "out")
+        pipe.init_buffer(qi, depth, 512)
+        pipe.init_buffer(qo, depth, 512)
+        for s in range(steps):
+            dt = dtypes[s % len(dtypes)]
+            t = qi.alloc_tensor(np.float32)
+            lang.data_copy(t, x[(s % 4) * 64:], 64)
+            qi.enque(t)
+            u = qi.deque(dt)
+            o = qo.alloc_tensor(np.float32)
+            lang.adds(o, u.reinterpret_cast(np.float32), 1.0, 64)
+            qo.enque(o)
+            qi.free_tensor(u)
+            o = qo.deque()
+            lang.data_copy(y[(s % 4) * 64:], o, 64)
+            qo.free_tensor(o)
+    return kernel
+
+
+@settings(max_examples=15, deadline=None)
+@given(steps=st.integers(1, 9), depth=st.integers(1, 3), blocks=st.integers(1, 3),
+       dtypes=st.lists(st.sampled_from([None, np.float32, np.int32]), min_size=1, max_size=3))
+def test_queue_calls_twins_agree(steps, depth, blocks, dtypes):
+    from npulab.lang import pipe as P
+    assert P.Queue.alloc_tensor is not P.PyQueueOps.alloc_tensor     # the compiled calls are in use
+    x = np.arange(256, dtype=np.float32)
+    runs = [lang.launch(_queue_kernel(cls, steps, depth, dtypes), blocks, x, np.zeros(256, np.float32),
+                        chip="teach", core_type="aiv") for cls in (P.Queue, P.PyQueue)]
+    assert trace_digest(runs[0].trace, runs[0].outputs) == trace_digest(runs[1].trace, runs[1].outputs)
+
+
+@pytest.mark.parametrize("misuse", ["deque_empty", "all_held", "free_enqueued", "foreign", "no_init"])
+def test_queue_calls_twins_raise_the_same_errors(misuse):
+    from npulab.lang import pipe as P
+    messages = []
+    for cls in (P.Queue, P.PyQueue):
+        def kernel(x):
+            pipe = P.Pipe()
+            q, other = cls(lang.VECIN, "q"), cls(lang.VECIN, "other")
+            if misuse == "no_init":
+                q.alloc_tensor(np.float32)
+            pipe.init_buffer(q, 2, 256)
+            pipe.init_buffer(other, 1, 256)
+            if misuse == "deque_empty":
+                q.deque()
+            t = q.alloc_tensor(np.float32)
+            if misuse == "all_held":
+                q.alloc_tensor(np.float32)
+                q.alloc_tensor(np.float32)
+            if misuse == "free_enqueued":
+                q.enque(t)
+                q.free_tensor(t)
+            if misuse == "foreign":
+                other.enque(t)
+        with pytest.raises((SyncError, DeadlockError)) as info:
+            lang.launch(kernel, 1, np.zeros(64, np.float32), chip="teach", core_type="aiv")
+        messages.append((type(info.value), str(info.value)))
+    assert messages[0] == messages[1]

@@ -68,8 +68,95 @@ def _auto_name(kind: str, position: Position) -> str:
     return f"{position.name.lower()}_{kind}{_counter[kind]}"
 
 
-class Queue:
-    """Ascend C ``TQue<position, depth>``: give it a name so traces and errors can say whose bytes."""
+class PyQueueOps:
+    """The four calls a kernel makes on a queue once per tile. This is the readable version;
+    a built npulab runs the same lines compiled (``npulab._stream.QueueOps``, pyx/_stream.pyx),
+    and tests/test_fast_paths.py holds the two to the same traces and errors."""
+
+    def alloc_tensor(self, dtype) -> LocalTensor:
+        """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
+        if self.core is None:
+            self._need_init("alloc_tensor")
+        dt = _dtype_of(dtype)
+        held = self.held
+        slot = self.allocs % self.buffer_num
+        if held[slot]:
+            if all(held):
+                self._all_held()
+            slot = held.index(False)
+        if self.synced and self.allocs >= self.buffer_num:
+            i = self._issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._n_wait[slot])
+            self.waits += 1
+        else:
+            i = self._issue(self._producer, _WORK, _OP_MARK, name=self._n_alloc[slot])
+        self.allocs += 1
+        held[slot] = True
+        offset, owner = self._slots[slot]
+        rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
+        self.buffer.log.append(rec)
+        self.records[slot] = rec
+        # a LocalTensor holds nothing but where the slot is: one per (slot, dtype) serves every
+        # allocation of the slot (ownership is checked by slot, never by identity)
+        t = self._tensors.get((slot, dt))
+        if t is None:
+            t = self._tensors[slot, dt] = LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize,
+                                                      self.position, self.name, self, slot)
+        return t
+
+    def enque(self, t: LocalTensor) -> None:
+        """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
+        if self.core is None:
+            self._need_init("enque")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "enque")
+        if self.synced:
+            self._issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._n_enque[t.slot])
+        self.enqueued.append(t)
+
+    def deque(self, dtype=None) -> LocalTensor:
+        """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
+        if self.core is None:
+            self._need_init("deque")
+        if not self.enqueued:
+            self._nothing_enqueued()
+        t = self.enqueued.popleft()
+        if dtype is not None and as_dtype(dtype) != t.dtype:
+            t = t.reinterpret_cast(dtype)
+        if self.synced:
+            self._issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._n_deque[t.slot])
+        return t
+
+    def free_tensor(self, t: LocalTensor) -> None:
+        """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
+        if self.core is None:
+            self._need_init("free_tensor")
+        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
+            self._own(t, "free_tensor")
+        slot = t.slot
+        if self.enqueued:
+            for e in self.enqueued:
+                if e.slot == slot:
+                    self._still_enqueued(t)
+        if self.synced:
+            i = self._issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._n_free[slot])
+            self.frees += 1
+        else:
+            i = self._issue(self._consumer, _WORK, _OP_MARK, name=self._n_free[slot])
+        self.held[slot] = False
+        self.records.pop(slot).released = i
+
+
+try:                                    # the compiled calls, when the extension is built
+    from .._stream import QueueOps as _QueueOps, bind_queue as _bind_queue
+except ImportError:                     # pragma: no cover - a source tree without build_ext
+    _QueueOps = PyQueueOps
+else:
+    _bind_queue(LocalTensor, AllocRecord, _dtype_of, as_dtype, (_WORK, _SET, _WAIT),
+                (_OP_MARK, _OP_SET, _OP_WAIT))
+
+
+class _QueueSetup:
+    """What a queue is besides its four calls: its slots, flags and names, and its errors."""
 
     def __init__(self, position: Position, name: str | None = None):
         self.position = Position(position)
@@ -93,6 +180,8 @@ class Queue:
             self.back = flag_key(consumer, producer, core.take_event(consumer, producer, self.name))
         self._producer, self._consumer = int(producer), int(consumer)
         self._issue = core.issue
+        if hasattr(self, "_bind_stream"):     # the compiled calls issue through the stream itself
+            self._bind_stream(core.stream)
         names = self._names
         self._n_wait, self._n_alloc, self._n_enque, self._n_deque, self._n_free = (
             names["wait"], names["alloc"], names["enque"], names["deque"], names["free"])
@@ -104,87 +193,27 @@ class Queue:
         if self.core is None:
             raise SyncError(f"{what} on queue '{self.name}' before pipe.init_buffer({self.name}, buffer_num, nbytes)")
 
-    def alloc_tensor(self, dtype) -> LocalTensor:
-        """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
-        if self.core is None:
-            self._need_init("alloc_tensor")
-        dt = _dtype_of(dtype)
-        held = self.held
-        slot = self.allocs % self.buffer_num
-        if held[slot]:
-            if all(held):
-                raise SyncError(f"alloc_tensor on queue '{self.name}': all {self.buffer_num} buffers are "
-                                f"held (allocated and not yet freed). free_tensor one first, or give the "
-                                f"queue more buffers in init_buffer(buffer_num=...)")
-            slot = held.index(False)
-        if self.synced and self.allocs >= self.buffer_num:
-            i = self._issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._n_wait[slot])
-            self.waits += 1
-        else:
-            i = self._issue(self._producer, _WORK, _OP_MARK, name=self._n_alloc[slot])
-        self.allocs += 1
-        held[slot] = True
-        offset, owner = self._slots[slot]
-        rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
-        self.buffer.log.append(rec)
-        self.records[slot] = rec
-        # a LocalTensor holds nothing but where the slot is: one per (slot, dtype) serves every
-        # allocation of the slot (ownership is checked by slot, never by identity)
-        t = self._tensors.get((slot, dt))
-        if t is None:
-            t = self._tensors[slot, dt] = LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize,
-                                                      self.position, self.name, self, slot)
-        return t
-
     def _own(self, t: LocalTensor, what: str) -> None:
         if not isinstance(t, LocalTensor) or t.queue is not self or not self.held[t.slot]:
             raise SyncError(f"{what} on queue '{self.name}': {t!r} is not a tensor this queue "
                             f"allocated and still holds")
 
-    def enque(self, t: LocalTensor) -> None:
-        """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
-        if self.core is None:
-            self._need_init("enque")
-        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
-            self._own(t, "enque")
-        if self.synced:
-            self._issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._n_enque[t.slot])
-        self.enqueued.append(t)
+    def _all_held(self):
+        raise SyncError(f"alloc_tensor on queue '{self.name}': all {self.buffer_num} buffers are "
+                        f"held (allocated and not yet freed). free_tensor one first, or give the "
+                        f"queue more buffers in init_buffer(buffer_num=...)")
 
-    def deque(self, dtype=None) -> LocalTensor:
-        """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
-        if self.core is None:
-            self._need_init("deque")
-        if not self.enqueued:
-            pos = self.position
-            raise DeadlockError(
-                f"deadlock on core {self.core.index}: deque on queue '{self.name}' finds nothing "
-                f"enqueued, so pipe {pos.consumer.name} would wait on flag "
-                f"{pos.producer.name}->{pos.consumer.name} forever (instruction #{len(self.core)}). "
-                f"enque a tensor before you deque it.")
-        t = self.enqueued.popleft()
-        if dtype is not None and as_dtype(dtype) != t.dtype:
-            t = t.reinterpret_cast(dtype)
-        if self.synced:
-            self._issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._n_deque[t.slot])
-        return t
+    def _nothing_enqueued(self):
+        pos = self.position
+        raise DeadlockError(
+            f"deadlock on core {self.core.index}: deque on queue '{self.name}' finds nothing "
+            f"enqueued, so pipe {pos.consumer.name} would wait on flag "
+            f"{pos.producer.name}->{pos.consumer.name} forever (instruction #{len(self.core)}). "
+            f"enque a tensor before you deque it.")
 
-    def free_tensor(self, t: LocalTensor) -> None:
-        """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
-        if self.core is None:
-            self._need_init("free_tensor")
-        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
-            self._own(t, "free_tensor")
-        if self.enqueued and any(e.slot == t.slot for e in self.enqueued):
-            raise SyncError(f"free_tensor on queue '{self.name}': slot {t.slot} is still enqueued; "
-                            f"deque it first")
-        if self.synced:
-            i = self._issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._n_free[t.slot])
-            self.frees += 1
-        else:
-            i = self._issue(self._consumer, _WORK, _OP_MARK, name=self._n_free[t.slot])
-        self.held[t.slot] = False
-        self.records.pop(t.slot).released = i
+    def _still_enqueued(self, t: LocalTensor):
+        raise SyncError(f"free_tensor on queue '{self.name}': slot {t.slot} is still enqueued; "
+                        f"deque it first")
 
     def _drain(self) -> None:
         """End of block: the producer consumes the free flags no alloc waited on, as TPipe's
@@ -196,6 +225,14 @@ class Queue:
                             name=f"release {self.name}")
         self.waits = self.frees
         self.core = None
+
+
+class Queue(_QueueSetup, _QueueOps):
+    """Ascend C ``TQue<position, depth>``: give it a name so traces and errors can say whose bytes."""
+
+
+class PyQueue(_QueueSetup, PyQueueOps):
+    """A Queue whose four calls run as the Python above (the twin the fast-path tests compare)."""
 
 
 class TBuf:
@@ -240,7 +277,7 @@ class Pipe:
             i = self.core.issue(HwPipe.V, Kind.WORK, Op.MARK, name=f"init_buffer {queue.name}")
             buf.log.append(AllocRecord(buf.name, queue.name, queue.offset, queue.nbytes, i))
             return
-        if not isinstance(queue, Queue):
+        if not isinstance(queue, _QueueSetup):
             raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
         if nbytes is None:
             raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
