@@ -191,14 +191,17 @@ cdef class Stream:
 
 # what the Python side hands over once (bind): the classes and constants these calls use
 cdef object LocalTensor = None, AllocRecord = None, dtype_of = None, as_dtype = None
+cdef dict dtype_cache = {}
 cdef int WORK = 0, SET = 0, WAIT = 0, OP_MARK = 0, OP_SET = 0, OP_WAIT = 0
 
 
-def bind_queue(local_tensor, alloc_record, dtype_of_, as_dtype_, kinds, ops):
-    """Called by npulab.lang.pipe at import: LocalTensor, AllocRecord, its dtype lookups and
-    the (WORK, SET, WAIT) kinds and (MARK, SET_FLAG, WAIT_FLAG) opcodes."""
-    global LocalTensor, AllocRecord, dtype_of, as_dtype, WORK, SET, WAIT, OP_MARK, OP_SET, OP_WAIT
+def bind_queue(local_tensor, alloc_record, dtype_of_, dtype_cache_, as_dtype_, kinds, ops):
+    """Called by npulab.lang.pipe at import: LocalTensor, AllocRecord, its dtype lookup (and
+    the dict it remembers answers in), as_dtype, the (WORK, SET, WAIT) kinds and the (MARK,
+    SET_FLAG, WAIT_FLAG) opcodes."""
+    global LocalTensor, AllocRecord, dtype_of, dtype_cache, as_dtype, WORK, SET, WAIT, OP_MARK, OP_SET, OP_WAIT
     LocalTensor, AllocRecord, dtype_of, as_dtype = local_tensor, alloc_record, dtype_of_, as_dtype_
+    dtype_cache = dtype_cache_
     WORK, SET, WAIT = kinds
     OP_MARK, OP_SET, OP_WAIT = ops
 
@@ -228,7 +231,10 @@ cdef class QueueOps:
         """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
         if self.core is None:
             self._need_init("alloc_tensor")
-        dt = dtype_of(dtype)
+        try:
+            dt = dtype_cache[dtype]
+        except (KeyError, TypeError):
+            dt = dtype_of(dtype)
         cdef list held = self.held
         cdef int slot = self.allocs % self.buffer_num
         if held[slot]:

@@ -140,9 +140,8 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
     ctx = current()
     dev, core = ctx.device, ctx.core
     # everything below the numerics depends only on these: worked out once per launch
-    key = ("load_data", getattr(src, "buffer", None) and src.buffer.name, src.offset, src.size,
-           src.dtype, getattr(dst, "buffer", None) and dst.buffer.name, dst.offset, dst.size,
-           dst.dtype, rows, cols, src_rows, row_off, col_off, transpose) \
+    key = ("load_data", src.buffer.name, src.offset, src.size, src.dtype, dst.buffer.name, dst.offset,
+           dst.size, dst.dtype, rows, cols, src_rows, row_off, col_off, transpose) \
         if isinstance(src, LocalTensor) and isinstance(dst, LocalTensor) else None
     plan = dev.memo.get(key) if key is not None else None
     if plan is None:

@@ -151,7 +151,7 @@ try:                                    # the compiled calls, when the extension
 except ImportError:                     # pragma: no cover - a source tree without build_ext
     _QueueOps = PyQueueOps
 else:
-    _bind_queue(LocalTensor, AllocRecord, _dtype_of, as_dtype, (_WORK, _SET, _WAIT),
+    _bind_queue(LocalTensor, AllocRecord, _dtype_of, _DTYPE_CACHE, as_dtype, (_WORK, _SET, _WAIT),
                 (_OP_MARK, _OP_SET, _OP_WAIT))
 
 
