@@ -10,10 +10,11 @@ The vector pipe is pipelined. An instruction's start-up (the chip's ``vector.sta
 is *latency*, not occupancy: the pipe takes the next instruction as soon as this one's repeats
 have gone in, and this one's result is there start-up cycles later (``lat``, as for copies and
 mmads; :mod:`npulab.sim.timeline`). An independent instruction therefore overlaps the previous
-one's start-up; a dependent one must wait for it. Ascend C's ``PipeBarrier`` documentation says
-so: two instructions of one pipe with a data dependency need ``PipeBarrier<PIPE_V>()`` between
-them, and with automatic synchronisation on (the default for kernel projects) the compiler
-inserts it. The simulator does what the compiler does (:func:`npulab.lang.sync.vector_hazard`):
+one's start-up; a dependent one must wait for it. Ascend C's ``PipeBarrier`` documentation (CANN
+API reference "PipeBarrier(ISASI)", atlasascendc_api_07_0271) says so: two instructions of one
+pipe with a data dependency need ``PipeBarrier<PIPE_V>()`` between them (its example: ``Add(dst0,
+...); PipeBarrier<PIPE_V>(); Mul(dst1, dst0, ...)``), and with automatic synchronisation on (the
+default for kernel projects) the compiler inserts it. The simulator does what the compiler does (:func:`npulab.lang.sync.vector_hazard`):
 before a vector instruction that reads or overwrites UB bytes an instruction since the last
 barrier wrote, it issues ``pipe_barrier V (auto)``. A set_flag on the vector pipe (a queue's
 enque or free) fires once every earlier vector instruction has completed, start-up included.
