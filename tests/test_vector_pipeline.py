@@ -121,3 +121,24 @@ def test_no_vector_instruction_starts_before_a_result_it_needs(which, dtype):
                 checked += 1
         writes += [(end[i], b, l, h) for b, l, h, w in acc if w]
     assert checked > 50 and _auto(tr) > 0
+
+
+def test_the_automatic_barrier_does_not_order_other_pipes():
+    """A PIPE_V barrier orders the vector pipe with itself only: a copy out that reads a vector
+    result with no flag between them is still a race (the race checker sees it)."""
+    from npulab import RaceError
+    from npulab.lang import VECCALC, Pipe as TPipe, TBuf, data_copy
+
+    def kernel(x, y):
+        pipe = TPipe()
+        buf = TBuf(VECCALC, "t")
+        pipe.init_buffer(buf, 2 * N * 4)
+        t = buf.get(np.float32)
+        data_copy(t, x, N)
+        lang.set_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
+        lang.wait_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
+        lang.adds(t[N:], t, 1.0, N)
+        lang.muls(t[N:], t[N:], 2.0, N)            # reads the adds: an automatic barrier
+        data_copy(y, t[N:], N)                     # MTE3 reads it: nothing orders V before it
+    with pytest.raises(RaceError, match="race on core 0 in UB"):
+        lang.launch(kernel, 1, X[:N].copy(), np.zeros(N, np.float32), chip="910")

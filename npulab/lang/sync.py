@@ -3,6 +3,11 @@
 ``set_flag(src, dst, id)`` is an instruction on the *source* pipe that fires when every earlier
 instruction of that pipe has finished; ``wait_flag(src, dst, id)`` is an instruction on the
 *destination* pipe that stalls it until the flag is set, then clears it.
+
+Within the vector pipe the kernel writes no barriers: :func:`vector_hazard` inserts
+``pipe_barrier(PIPE_V)`` before a vector instruction that depends on one still in flight, as
+Ascend C's compiler does with automatic synchronisation on. It orders the vector pipe with
+itself only; a hand-off to another pipe still needs a flag (a queue's enque / deque).
 """
 from __future__ import annotations
 
