@@ -158,3 +158,49 @@ def test_fp16_layer_norm_hard_rows(chip):
     b = (-w.astype(np.float32) * rng.standard_normal(cols)).astype(np.float16)
     y = ops.layer_norm(x, (cols,), w, b, eps=1e-5, chip=chip)
     assert_close(y, F.layer_norm(_t(x), (cols,), _t(w), _t(b), eps=1e-5).numpy())
+
+
+@pytest.mark.parametrize("cols", [768, 96, 80])
+def test_fp16_layer_norm_interleaved_tiles_compute_the_same(cols):
+    # tiles whose vector steps interleave (RowKernel.process_interleaved, in_flight > 1) run the
+    # same fp32 arithmetic however many are in flight: the same bits out, within the tolerance
+    # of torch on hard rows (a mean far above the spread, gamma and beta that cancel); and
+    # fewer automatic PIPE_V barriers, since one orders a step of every tile in flight. Against
+    # one tile at a time (in_flight=1) the variance sums a row's squares in quarters instead
+    # of halves, another fp32 rounding; cols=80 folds in halves there too (a quarter of its
+    # row is not a 32-byte block), the same bits as one tile at a time
+    from npulab.kernels.norm import launch_layer_norm
+    rng = np.random.default_rng(8)
+    rows = 200
+    x = (rng.standard_normal((rows, cols)) * np.where(np.arange(rows) % 3 == 0, 0.5, 30.0)[:, None]
+         + np.where(np.arange(rows) % 2 == 0, 100.0, -2.0)[:, None]).astype(np.float16)
+    w = (rng.standard_normal(cols) * 4).astype(np.float16)
+    b = (-w.astype(np.float32) * rng.standard_normal(cols)).astype(np.float16)
+    ref = F.layer_norm(_t(x), (cols,), _t(w), _t(b), eps=1e-5).numpy()
+    outs, barriers = [], []
+    for d in (1, 2, 3):
+        t = layer_norm_tiling(rows, cols, np.float16, "910", tile_rows=4, param_tile=False, in_flight=d)
+        assert t.in_flight == d and t.buffer_num > d - 1
+        y, tr = launch_layer_norm(x, w, b, t, 1e-5, "910")
+        assert_close(y, ref)
+        outs.append(y)
+        barriers.append(sum(1 for i in np.flatnonzero((tr.core == 0) & (tr.kind == 1))
+                            if tr.name[i] == "pipe_barrier V (auto)"))
+    assert np.array_equal(outs[1], outs[2])
+    if cols == 80:
+        assert np.array_equal(outs[0], outs[1])
+    assert barriers[0] > barriers[1] > barriers[2]
+
+
+def test_layer_norm_interleaves_fp16_tiles_by_default_where_they_fit():
+    bert = layer_norm_tiling(32 * 128, 768, np.float16, "910")
+    one = layer_norm_tiling(32 * 128, 768, np.float16, "910", in_flight=1, param_tile=False)
+    assert bert.in_flight >= 2 and bert.tile_rows == one.tile_rows and bert.param_rows == 0
+    assert bert.buffer_num > bert.in_flight
+    assert layer_norm_tiling(32 * 128, 768, np.float32, "910").in_flight == 1
+    assert layer_norm_tiling(32 * 128, 768, np.float16, "910", param_tile=True).in_flight == 1
+    assert layer_norm_tiling(40, 90, np.float16, "910").in_flight == 1       # halves not on blocks
+    with pytest.raises(npulab.errors.ShapeError, match="in_flight"):
+        from npulab.kernels.norm import launch_layer_norm
+        t = layer_norm_tiling(64, 768, np.float32, "910", in_flight=2)
+        launch_layer_norm(np.zeros((64, 768), np.float32), None, None, t, 1e-5, "910", "timing")

@@ -109,7 +109,8 @@ def test_gantt_bars_are_the_work_instructions(small_trace, core):
         for s, e in strip:
             drawn[int(s):int(e)] = True
         assert np.array_equal(covered, drawn)
-        assert bool(strip) == (p in (Pipe.MTE2, Pipe.MTE3))     # Add's copies, nothing else
+        # Add's copies, and its vector instructions' start-up (latency: lang.vector)
+        assert bool(strip) == (p in (Pipe.MTE2, Pipe.MTE3, Pipe.V))
     # the Add kernel really works on MTE2, VECTOR and MTE3 and stalls on its queues
     assert len(_collection_x(ax, "VECTOR work")) > 10 and len(_collection_x(ax, "MTE3 wait")) > 10
     texts = [t.get_text() for t in ax.texts if t.get_visible()]

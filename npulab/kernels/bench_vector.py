@@ -22,11 +22,14 @@ fp16 Softmax runs the row max, x - max, exp and the scaling in fp16 and only the
 ops-nn widens first, "float32"), see softmax.KernelSoftmaxAR.
 
 Everything runs in timing mode on the simulator's cost model as it stands; nothing here tunes
-the model. Rows that miss the target are vector-bound: the passes a tile needs (for widened
+the model. ``vector_cycles`` is the vector pipe's occupancy (its repeats; a start-up is latency,
+lang.vector). Rows that miss the target are vector-bound: the passes a tile needs (for widened
 fp16 two casts plus the fp32 arithmetic) exceed what the GM bandwidth of a core leaves;
 ``vector_cycles`` against ``lower_bound_cycles`` shows it. fp16 LayerNorm on the 910 is such a
-row: its two-pass fp32 statistics, normalisation, affine step and two casts are about 7.5 fp32
-passes, where the 910's GM share of a core leaves about 8.3 at 80% before any start-up.
+row: its two-pass fp32 statistics, normalisation, affine step and two casts are about 7.25
+fp32 passes (the squares summed in quarters of a row), whose repeats alone take about 1.15
+times the GM bound; on top come a start-up for each of a tile's 18 dependent steps (shared by
+the tiles in flight, KernelLayerNorm), the first tile's copy in and the last one's copy out.
 """
 from __future__ import annotations
 

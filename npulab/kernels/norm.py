@@ -17,7 +17,12 @@ What you learn here (lab 07):
   and beta are copied into every row of a tile, ``param_tile``);
 * fp16 kernels widen each tile to fp32 with ``cast``, compute in fp32 and round once on the way
   out, as ops-nn's LayerNorm and RMSNorm do (the cast is a vector pass and is paid for); the
-  freed fp16 slot holds LayerNorm's squares.
+  freed fp16 slot holds LayerNorm's squares;
+* a tile's steps are a chain: each reads what the step before wrote, so each waits for that
+  step's start-up behind an automatic PIPE_V barrier (lang.vector). fp16 LayerNorm therefore
+  keeps two or more tiles in the vector unit at once and runs their steps round-robin
+  (``in_flight``, RowKernel.process_interleaved): one barrier then orders a step of every tile
+  in flight, and the start-ups they wait for are shared.
 
 Host side: :func:`row_tiling` sizes the tiles from the UB the chip has; the ``check_*``
 functions validate inputs; the ``launch_*`` functions run a kernel with a tiling.
@@ -44,6 +49,7 @@ MIN_TILES_WIDENED = 8       # the same for fp16 tiles widened to fp32 (vector-bo
                             # tiles amortise the instructions' start-ups), rounded down to whole
                             # groups of GROUP_ROWS rows; 8 is the best for fp16 LayerNorm and
                             # Softmax on the 910 and the 910b (bench_vector)
+MAX_IN_FLIGHT = 4           # fp16 LayerNorm tiles interleaved at most (layer_norm_tiling)
 GROUP_ROWS = 8              # rows one instruction sweeps in the vector forms that take a repeat's
                             # 8 blocks from 8 rows (lang.vector._issue_rows)
 # three slots a queue: a read pays its copy start-up on top of its bytes, and with two slots
@@ -83,6 +89,7 @@ class RowTiling:
                           # (Softmax: the row max, exact in fp16, and x - max); see KernelSoftmaxAR
     exp16: bool = False   # fp16 Softmax with narrow: exp and the scaling by 1 / sum in fp16 too,
                           # only the sum widened (KernelSoftmaxAR)
+    in_flight: int = 1    # tiles whose vector steps interleave (RowKernel.process_interleaved)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,7 +102,7 @@ class RowTiling:
 def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float, fixed_bytes: int = 0,
                stats: int = 2, buffer_num: int = BUFFER_NUM, tile_rows: int | None = None,
                ramp: int | None = None, param_rows: int = 0, narrow: bool = False,
-               exp16: bool = False) -> RowTiling:
+               exp16: bool = False, in_flight: int = 1) -> RowTiling:
     """Split ``rows`` rows of ``cols`` elements over the cores and into UB tiles.
 
     A tile of r rows holds ``buffer_num`` in slots and ``buffer_num`` out slots of r x cols
@@ -104,7 +111,8 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float
     ``fixed_bytes`` is what the kernel keeps for the whole block (gamma, beta); ``stats`` fp32
     values a row hold per-row statistics (mean, 1/std, ...); ``param_rows`` fp32 rows a tile row
     hold parameters broadcast to the whole tile (LayerNorm's gamma and beta, see
-    KernelLayerNorm); ``narrow`` (fp16) adds an fp16 statistic a row.
+    KernelLayerNorm); ``narrow`` (fp16) adds an fp16 statistic a row. ``in_flight`` is recorded
+    for the kernel; ``work_rows`` and ``stats`` must already count every tile in flight.
     tile_rows = the most that fits, but at most 1/MIN_TILES_PER_BLOCK of a block
     (1/MIN_TILES_WIDENED for fp16, in whole groups of GROUP_ROWS rows); the kernel runs smaller
     tiles at both ends (ramp_tiles: ``ramp`` halvings, default 2 for fp32 and 1 for fp16, whose
@@ -147,7 +155,7 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float
         raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
     ub = fixed_bytes + tile_rows * per_row + slack
     return RowTiling(rows, cols, dt.name, block_factor, block_dim, tile_rows, buffer_num, ub, ramp,
-                     int(param_rows), narrow, exp16)
+                     int(param_rows), narrow, exp16, int(in_flight))
 
 
 def ramp_tiles(total: int, tile: int, unit: int = 1, ramp: int = 2) -> list[int]:
@@ -267,6 +275,8 @@ class RowKernel:
 
     # -- the pipeline ----------------------------------------------------------------------
     def process(self) -> None:
+        if self.t.in_flight > 1:
+            return self.process_interleaved()
         r0 = 0
         for n in ramp_tiles(self.nrows, self.t.tile_rows, 1, self.t.ramp):
             self.copy_in(r0, n)
@@ -274,6 +284,47 @@ class RowKernel:
             self.copy_out(r0, n)
             r0 += n
         self.free_params()
+
+    def process_interleaved(self) -> None:
+        """The pipeline with ``t.in_flight`` tiles in the vector unit at once.
+
+        A tile's compute is a chain of dependent vector steps, and each step waits for the
+        previous one's result: its start-up (latency) before it, behind an automatic PIPE_V
+        barrier (lang.vector). Steps of *different* tiles are independent, so this loop runs
+        ``tile_steps`` of up to ``in_flight`` tiles round-robin, one step of each a round, a
+        new tile starting ``steps / in_flight`` steps after the one before it: one barrier then
+        orders a round's steps of every tile, and the start-ups a tile waits for are shared.
+        Copies in run ahead as far as the in queue's slots allow; a tile's copy out follows its
+        last step."""
+        sizes = ramp_tiles(self.nrows, self.t.tile_rows, 1, self.t.ramp)
+        starts = [sum(sizes[:k]) for k in range(len(sizes))]
+        d = self.t.in_flight
+        lag = -(-self.STEPS // d)
+        free_sets = list(range(d))
+        issued = 0                          # tiles whose copy in has been issued
+        active = []                         # [steps generator, steps done, tile, buffer set]
+        nxt = 0
+        while nxt < len(sizes) or active:
+            while issued < len(sizes) and not all(self.in_x.held):
+                self.copy_in(starts[issued], sizes[issued])
+                issued += 1
+            if nxt < len(sizes) and free_sets and (not active or active[-1][1] >= lag):
+                k = free_sets.pop(0)
+                active.append([self.tile_steps(sizes[nxt], k), 0, nxt, k])
+                nxt += 1
+            for a in list(active):
+                if next(a[0], StopIteration) is StopIteration:
+                    active.remove(a)
+                    free_sets.append(a[3])
+                    self.copy_out(starts[a[2]], sizes[a[2]])
+                else:
+                    a[1] += 1
+        self.free_params()
+
+    def tile_steps(self, n: int, k: int):   # pragma: no cover - abstract
+        """A generator: one tile of n rows (already copied in, buffer set k), one dependent
+        vector step per ``next``; the last step enqueues the output."""
+        raise NotImplementedError
 
     def copy_in(self, r0: int, n: int) -> None:
         x = self.in_x.alloc_tensor(self.dtype)
@@ -344,15 +395,47 @@ class KernelLayerNorm(RowKernel):
     def work_sizes(self):
         if self.folds():
             # the squares are n x cols/2 fp32: for fp16 in the freed fp16 slot, beside the
-            # widened copy; for fp32 half a tile
+            # widened copy (one a tile in flight); for fp32 half a tile
             tile = self.t.tile_rows * self.cols
-            return [tile * 4] if self.wide else [tile * 2]
+            return [tile * 4] * self.t.in_flight if self.wide else [tile * 2]
         return super().work_sizes()
 
+    #: the interleaved form (``tile_steps``) sums the squares of a row's FOLD parts as it makes
+    #: them (one Mul, then FOLD - 1 MulAddDst) when the parts start on 32-byte blocks, else of
+    #: its halves: a MulAddDst costs what a Mul does, and each one more leaves fewer values to
+    #: reduce (a quarter of a row instead of a half); 4 is the best for BERT rows (bench_vector)
+    FOLD = 4
+
+    def fold_parts(self) -> int:
+        return self.FOLD if self.cols % (8 * self.FOLD) == 0 else 2
+
+    @property
+    def STEPS(self) -> int:                       # noqa: N802 - RowKernel's name
+        """Dependent vector steps of one tile in ``tile_steps`` (for the interleaving's stagger)."""
+        return 14 + self.fold_parts()
+
     def __init__(self, x, gamma, beta, y, t: RowTiling, eps: float):
+        if t.in_flight > 1:
+            if not (np.dtype(t.dtype) != F32 and fold_halves(t.cols)):
+                raise ShapeError(f"LayerNorm: in_flight={t.in_flight} needs an fp16 input whose rows fold in "
+                                 f"halves (cols a multiple of 16), got {t.dtype} cols={t.cols}")
+            if t.buffer_num <= t.in_flight:
+                raise ShapeError(f"LayerNorm: in_flight={t.in_flight} tiles each hold an in slot until "
+                                 f"their variance is summed; buffer_num={t.buffer_num} must be larger")
+            self.STATS = 2 * t.in_flight
         super().__init__(x, y, t, "x")
         self.eps = eps
         self.gamma, self.beta = self.load_params([gamma, beta], "gamma_beta")
+        if t.in_flight > 1:
+            # var + eps = sum * (1 / cols) + eps as one FusedMulAdd: 1 / cols in a vector of
+            # one value a row, eps in one repeat (fused_mul_add_const); the same two roundings
+            # as Muls then Adds
+            buf = TBuf(VECCALC, "scale_eps")
+            self.pipe.init_buffer(buf, (self.stat_len + 64) * 4)
+            c = buf.get(F32)
+            self.inv_cols, self.eps_rep = c, c[self.stat_len:]
+            lang.duplicate(self.inv_cols, 1.0 / t.cols, self.stat_len)
+            lang.duplicate(self.eps_rep, eps, 64)
         self.tiled = [None, None]
         present = [k for k, p in enumerate((self.gamma, self.beta)) if p is not None]
         if t.param_rows and present:
@@ -418,6 +501,51 @@ class KernelLayerNorm(RowKernel):
             lang.mul_per_row(out32, x32, rstd, n, cols)
 
 
+    def tile_steps(self, n: int, k: int):
+        """compute_rows for an fp16 tile of n rows whose halves fold, one dependent vector step
+        per ``next`` (RowKernel.process_interleaved), with buffer set k: the same
+        instructions and numerics, but var + eps in one FusedMulAdd and the affine step per
+        column (no gamma / beta tiles: every tile in flight would need its own UB)."""
+        cols, half, count = self.cols, self.cols // 2, n * self.cols
+        mean, rstd = self.stats[2 * k], self.stats[2 * k + 1]
+        x32 = self.work[k]
+        x = self.in_x.deque()
+        lang.cast(x32, x, "none", count)
+        yield
+        yield from lang.reduce_sum_rows.steps(mean, x32, n, cols)
+        lang.muls(mean, mean, 1.0 / cols, n)
+        yield
+        yield from lang.sub_per_row.steps(x32, x32, mean, n, cols)      # x - mean (in place)
+        sq = x.reinterpret_cast(F32)                 # the fp16 slot, widened, holds the squares
+        parts = self.fold_parts()
+        w = cols // parts
+        V.mul_rows(sq, x32, x32, n, w, dst_stride=w, src_stride=cols)
+        yield
+        for j in range(1, parts):
+            V.mul_add_dst_rows(sq, x32[j * w:], x32[j * w:], n, w, dst_stride=w, src_stride=cols)
+            yield
+        yield from lang.reduce_sum_rows.steps(rstd, sq, n, w)
+        self.in_x.free_tensor(x)
+        V.fused_mul_add_const(rstd, self.inv_cols, self.eps_rep, n)    # var + eps
+        yield
+        V.rsqrt(rstd, rstd, n)
+        yield
+        if self.gamma is None and self.beta is None:
+            yield from lang.mul_per_row.steps(x32, x32, rstd, n, cols)
+        else:
+            yield from lang.mul_per_row.steps(x32, x32, rstd, n, cols)
+            if self.gamma is not None and self.beta is not None:
+                V.fused_mul_add_per_col(x32, self.gamma, self.beta, n, cols)
+            elif self.gamma is not None:
+                lang.mul_per_col(x32, x32, self.gamma, n, cols)
+            else:
+                lang.add_per_col(x32, x32, self.beta, n, cols)
+            yield
+        y = self.out_y.alloc_tensor(self.dtype)
+        lang.cast(y, x32, "rint", count)
+        self.out_y.enque(y)
+
+
 def fold_halves(cols: int, itemsize: int = 4) -> bool:
     """A row of ``cols`` values can be folded in two halves that start on 32-byte blocks."""
     return cols % 2 == 0 and (cols // 2) * itemsize % BLOCK_BYTES == 0
@@ -428,14 +556,21 @@ def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
 
 
 def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
-                      tile_rows: int | None = None, param_tile: bool | None = None) -> RowTiling:
+                      tile_rows: int | None = None, param_tile: bool | None = None,
+                      in_flight: int | None = None, ramp: int | None = None) -> RowTiling:
     """LayerNorm: fp32 scratch for the squares of x - mean (half a row when a row's halves fold,
     KernelLayerNorm), plus the fp32 copy of an fp16 tile (whose freed fp16 slot then holds the
     squares); gamma and beta kept for the block as one fp32 row each, and with ``param_tile``
     (when fp32 rows start on 32-byte blocks: cols a multiple of 8) broadcast to a whole fp32
     tile each (two more fp32 rows a tile row), so the affine step is one FusedMulAdd over the
     tile instead of one a group of 8 rows. None (the default): the tile when it costs no tile
-    rows (the UB is not what limits them), else the rows."""
+    rows (the UB is not what limits them), else the rows.
+
+    ``in_flight``: fp16 tiles whose dependent vector steps interleave
+    (RowKernel.process_interleaved), each with its own fp32 tile; gamma and beta then stay
+    one row. None (the default): for fp16 rows that fold in halves, unless ``param_tile`` is
+    True, the most tiles up to MAX_IN_FLIGHT that fit the UB at the tile rows the kernel
+    would use with one (so the interleaving never costs tile rows), else 1."""
     wide = np.dtype(dtype) != F32
     fixed = 2 * _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
     if wide:
@@ -447,7 +582,23 @@ def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int =
     def make(params: bool) -> RowTiling:
         return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=work,
                           fixed_bytes=fixed, stats=2, buffer_num=buffer_num, tile_rows=tile_rows,
-                          param_rows=2 if params and aligned else 0)
+                          param_rows=2 if params and aligned else 0, ramp=ramp)
+    if in_flight is None:
+        in_flight = 1
+        if wide and fold_halves(cols) and param_tile is not True:
+            want = make(False).tile_rows if tile_rows is None else tile_rows
+            for d in range(MAX_IN_FLIGHT, 1, -1):
+                try:
+                    return layer_norm_tiling(rows, cols, dtype, chip, buffer_num, want, False, d, ramp)
+                except ShapeError:
+                    pass
+    if in_flight > 1:
+        # every tile in flight has its fp32 tile and its two statistics; 1 / cols is one more
+        # value a row and eps one repeat (KernelLayerNorm)
+        return row_tiling(rows, cols, dtype, chip, what="LayerNorm", work_rows=work * in_flight,
+                          fixed_bytes=fixed + 64 * 4 + BLOCK_BYTES, stats=2 * in_flight + 1,
+                          buffer_num=max(buffer_num, in_flight + 1), tile_rows=tile_rows, ramp=ramp,
+                          in_flight=in_flight)
     if param_tile is None:
         rows_only = make(False)
         if not aligned:

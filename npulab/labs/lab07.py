@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
+from ..chips import get_chip
 from ..kernels.activation import activation_tiling, launch_activation
-from ..kernels.norm import KernelRmsNorm, _run_rows, rms_norm_tiling
-from ..sim.isa import Pipe
+from ..kernels.norm import KernelRmsNorm, _run_rows, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
+from ..sim.isa import Kind, Pipe
 
 SEED = 0
 #: the RMSNorm exercise: a Llama-sized hidden dimension on the 910, fp16
@@ -147,6 +148,23 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = "910") -> dict:
     return out
 
 
+def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = "910") -> dict:
+    """fp16 LayerNorm at ``shape`` in timing mode, one tile in the vector unit at a time
+    (``in_flight=1``) and with the tiles interleaved as the package's tiling does by default:
+    cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0; and
+    ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the chip's GM rate."""
+    x, g = np.zeros(shape, np.float16), np.zeros(shape[1], np.float16)
+    out = {"gm_bound": round((2 * x.nbytes + 2 * g.nbytes) / get_chip(chip).memory.gm_bytes_per_cycle)}
+    for label, kw in (("one tile at a time", {"in_flight": 1, "param_tile": False}), ("interleaved", {})):
+        t = layer_norm_tiling(shape[0], shape[1], np.float16, chip, **kw)
+        _, tr = launch_layer_norm(x, g, g, t, 1e-5, chip, "timing")
+        sets = np.flatnonzero((tr.core == 0) & (tr.kind == int(Kind.SET)))
+        out[label] = {"in_flight": t.in_flight, "cycles": int(tr.cycles),
+                      "vector_busy": int(tr.busy_cycles(0)[Pipe.V]),
+                      "auto_barriers": sum(1 for i in sets if tr.name[i] == "pipe_barrier V (auto)")}
+    return out
+
+
 def fp16_exp_limit() -> float:
     """The largest x whose exp is finite in fp16: ln(fp16 max)."""
     return math.log(float(np.finfo(np.float16).max))
@@ -154,4 +172,4 @@ def fp16_exp_limit() -> float:
 
 __all__ = ["softmax_reference", "softmax_naive", "softmax_logits", "vector_program", "RmsNormStages",
            "rms_inputs", "rms_norm_reference", "run_rms_norm", "gelu_erf64", "gelu_tanh64", "gelu_grid",
-           "gelu_errors", "gelu_cycles", "fp16_exp_limit"]
+           "gelu_errors", "gelu_cycles", "layer_norm_pipelining", "fp16_exp_limit"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..errors import AlignmentError, ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
+from .sync import vector_hazard
 from .tensor import GlobalTensor, LocalTensor
 
 BLOCK = 32  # bytes: the unit every DMA moves
@@ -68,9 +69,10 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
             raise ShapeError(f"{what}: {count} elements reach past the end of {t!r} ({t.size} elements)")
     pipe, op = _ROUTES[route]
     touches_gm = "GM" in route
-    # a DMA occupies its pipe for the transfer and is in flight for its start-up latency
+    # a DMA occupies its pipe for the transfer and is in flight for its start-up latency; a
+    # UB -> UB copy runs on the vector pipe, pipelined as a vector instruction (lang.vector)
     dur, lat = dev.copy_cost(pipe, moved, touches_gm) if pipe != Pipe.V else \
-        (dev.chip.vector.startup_cycles + -(-moved // dev.chip.vector.bytes_per_cycle), 0)
+        (-(-moved // dev.chip.vector.bytes_per_cycle), dev.chip.vector.startup_cycles)
     # numerics, in program order
     if dev.functional:
         s, d = src.numpy(), dst.numpy(write=True) if route[1] == "GM" else dst.numpy()
@@ -79,6 +81,8 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
             if padded and isinstance(dst, LocalTensor):
                 d[count: moved // dst.itemsize] = pad_value
     wcount = moved // dst.itemsize if (padded and isinstance(dst, LocalTensor)) else count
+    if pipe == Pipe.V:
+        vector_hazard(core, [src.byte_range(count)], [dst.byte_range(wcount)])
     i = core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
                nbytes=nbytes, energy=_energy_pj(dev.chip, route[0], moved) + _energy_pj(dev.chip, route[1], moved),
                route=f"{route[0]}->{route[1]}",

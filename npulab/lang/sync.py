@@ -3,6 +3,11 @@
 ``set_flag(src, dst, id)`` is an instruction on the *source* pipe that fires when every earlier
 instruction of that pipe has finished; ``wait_flag(src, dst, id)`` is an instruction on the
 *destination* pipe that stalls it until the flag is set, then clears it.
+
+Within the vector pipe the kernel writes no barriers: :func:`vector_hazard` inserts
+``pipe_barrier(PIPE_V)`` before a vector instruction that depends on one still in flight, as
+Ascend C's compiler does with automatic synchronisation on. It orders the vector pipe with
+itself only; a hand-off to another pipe still needs a flag (a queue's enque / deque).
 """
 from __future__ import annotations
 
@@ -46,11 +51,61 @@ def pipe_barrier(pipe: Pipe) -> None:
     starts only once every earlier one has *completed*: an mmad's or a copy's result is there
     only after its start-up latency (:mod:`npulab.sim.timeline`). It is a flag the pipe sets
     for itself and waits on (``flag_key(pipe, pipe, 0)``, which no user flag can name)."""
-    core = current().core
-    pipe = Pipe(pipe)
+    _barrier(current().core, Pipe(pipe), "")
+
+
+def _barrier(core, pipe: Pipe, note: str) -> None:
     if pipe == Pipe.ALL:
-        core.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name="pipe_barrier ALL")
+        core.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name=f"pipe_barrier ALL{note}")
     else:
         key = flag_key(pipe, pipe, 0)
-        core.issue(pipe, Kind.SET, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name}")
-        core.issue(pipe, Kind.WAIT, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name} (wait)")
+        core.issue(pipe, Kind.SET, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name}{note}")
+        core.issue(pipe, Kind.WAIT, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name}{note} (wait)")
+    if pipe in (Pipe.V, Pipe.ALL):
+        core.v_written.clear()          # every vector result is there now (see vector_hazard)
+
+
+#: the most UB ranges :func:`vector_hazard` tracks between two PIPE_V barriers; one more
+#: written range inserts a barrier (conservative, and never reached by the kernels here)
+MAX_TRACKED = 32
+
+
+def vector_hazard(core, reads, writes) -> None:
+    """Automatic PIPE_V synchronisation, as the Ascend C compiler inserts it: call before
+    issuing a vector instruction that reads ``reads`` and writes ``writes`` ((buffer, byte lo,
+    byte hi) ranges).
+
+    The vector pipe is pipelined (:mod:`npulab.lang.vector`): an instruction may start while
+    earlier ones are still in flight, and its result is there only ``lat`` cycles after it
+    leaves the pipe. Ascend C's PipeBarrier documentation: instructions of one pipe with a
+    data dependency need a ``PipeBarrier`` between them (``Add(dst0, ...);
+    PipeBarrier<PIPE_V>(); Mul(dst1, dst0, ...)``), and with automatic synchronisation on,
+    the default for kernel projects, the compiler inserts it. So when this instruction reads
+    (RAW) or writes (WAW) bytes that a vector instruction issued since the last PIPE_V barrier
+    wrote, a ``pipe_barrier V (auto)`` goes before it: it starts once every earlier vector
+    instruction has completed. A write after an earlier vector *read* (WAR) needs none: the
+    pipe runs in order, so the earlier instruction fetched its operands before this one can
+    write. The core keeps the ranges written since the last barrier in ``core.v_written``
+    (a short list: a dependent instruction clears it)."""
+    pending = core.v_written
+    if pending:
+        hit = len(pending) >= MAX_TRACKED
+        if not hit:
+            for buf, lo, hi in reads:
+                for pb, plo, phi in pending:
+                    if lo < phi and plo < hi and buf == pb:
+                        hit = True
+                        break
+                if hit:
+                    break
+        if not hit:
+            for buf, lo, hi in writes:
+                for pb, plo, phi in pending:
+                    if lo < phi and plo < hi and buf == pb:
+                        hit = True
+                        break
+                if hit:
+                    break
+        if hit:
+            _barrier(core, Pipe.V, " (auto)")
+    pending.extend(writes)

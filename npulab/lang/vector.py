@@ -2,8 +2,22 @@
 
 The vector unit works in *repeats*: one repeat processes 256 bytes (8 blocks of 32 B, i.e. 128
 fp16 or 64 fp32 elements), one repeat a cycle, and one instruction carries at most 255 repeats.
-A call with ``count`` elements therefore becomes ceil(repeats / 255) instructions, each costing
-start-up + repeats x cycles-per-repeat (more for exp, ln, sqrt, div, reciprocal).
+A call with ``count`` elements therefore becomes ceil(repeats / 255) instructions, each
+occupying the vector pipe for repeats x cycles-per-repeat (more for exp, ln, sqrt, div,
+reciprocal).
+
+The vector pipe is pipelined. An instruction's start-up (the chip's ``vector.startup_cycles``)
+is *latency*, not occupancy: the pipe takes the next instruction as soon as this one's repeats
+have gone in, and this one's result is there start-up cycles later (``lat``, as for copies and
+mmads; :mod:`npulab.sim.timeline`). An independent instruction therefore overlaps the previous
+one's start-up; a dependent one must wait for it. Ascend C's ``PipeBarrier`` documentation (CANN
+API reference "PipeBarrier(ISASI)", atlasascendc_api_07_0271) says so: two instructions of one
+pipe with a data dependency need ``PipeBarrier<PIPE_V>()`` between them (its example: ``Add(dst0,
+...); PipeBarrier<PIPE_V>(); Mul(dst1, dst0, ...)``), and with automatic synchronisation on (the
+default for kernel projects) the compiler inserts it. The simulator does what the compiler does (:func:`npulab.lang.sync.vector_hazard`):
+before a vector instruction that reads or overwrites UB bytes an instruction since the last
+barrier wrote, it issues ``pipe_barrier V (auto)``. A set_flag on the vector pipe (a queue's
+enque or free) fires once every earlier vector instruction has completed, start-up included.
 
 Every call takes ``dst`` first, then sources, then ``count``, as Ascend C does. Numerics follow
 numpy on the tensors' dtypes; exp/ln/sqrt of fp16 are computed in fp32 and rounded once.
@@ -17,6 +31,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
+from .sync import vector_hazard
 from .tensor import LocalTensor
 
 _UB = "UB"
@@ -54,14 +69,15 @@ def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
     for lo in range(0, count, per_instr):
         n = builtins.min(per_instr, count - lo)
         repeats = -(-n // per_repeat)
-        dur = vec.startup_cycles + repeats * cycles_per_repeat * builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle)
+        dur = repeats * cycles_per_repeat * builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle)
         nbytes = n * itemsize
         reads = [(s.buffer.name, s.offset + lo * s.itemsize, s.offset + (lo + n) * s.itemsize) for s in srcs]
+        writes = [(dst.buffer.name, dst.offset + lo * dst.itemsize, dst.offset + (lo + n) * dst.itemsize)]
+        vector_hazard(ctx.core, reads, writes)
         ctx.core.issue(Pipe.V, Kind.WORK, op, dur, name=f"{what} {n}",
                        nbytes=nbytes, flops=n * flops_per_elem,
                        energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
-                       reads=reads,
-                       writes=[(dst.buffer.name, dst.offset + lo * dst.itemsize, dst.offset + (lo + n) * dst.itemsize)])
+                       reads=reads, writes=writes, lat=vec.startup_cycles)
 
 
 def _functional() -> bool:
@@ -237,16 +253,24 @@ def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int,
     src_stride = stride if src_stride is None else src_stride
     span = (rows - 1) * stride + cols
     src_span = (rows - 1) * src_stride + cols
+    # occupancy: extra_cycles (a reduction's adder-tree fold) + the repeats; the start-up is
+    # latency (see the module docstring). ``start`` is what one instruction costs alone, to
+    # pick the form with the fewest cycles.
     start = vec.startup_cycles + extra_cycles
+    lat = vec.startup_cycles
+    reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, src_span) * s.itemsize) for s in srcs]
+    hi = dst.offset + (span if dst_rows else rows) * dst.itemsize
+    writes = [(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))]
+    # the instructions of one call are independent (each computes its own elements from the
+    # sources, also in place): one check against what earlier calls wrote covers them all
+    vector_hazard(ctx.core, reads, writes)
 
     def one(repeats, n):
         nbytes = n * itemsize
-        reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, src_span) * s.itemsize) for s in srcs]
-        hi = dst.offset + (span if dst_rows else rows) * dst.itemsize
-        ctx.core.issue(Pipe.V, Kind.WORK, op, start + repeats * rep,
+        ctx.core.issue(Pipe.V, Kind.WORK, op, extra_cycles + repeats * rep,
                        name=f"{what} {rows}x{cols}", nbytes=nbytes, flops=n * flops_per_elem,
                        energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
-                       reads=reads, writes=[(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))])
+                       reads=reads, writes=writes, lat=lat)
 
     if stride == cols == src_stride and cols % per_repeat == 0 and contiguous:
         # whole repeats back to back: every repeat lies in one row, no stride needed
@@ -302,8 +326,22 @@ def _view(t: LocalTensor, rows, cols, stride):
     return np.lib.stride_tricks.as_strided(a, (rows, cols), (stride * a.itemsize, a.itemsize))
 
 
+# -- one dependent instruction at a time ----------------------------------------------------
+# A call below that issues dependent instructions (a reduction's passes; a Brcb and the
+# instruction that reads it) has a ``steps`` form: a generator that issues one of them per
+# step, so a kernel can put independent work (another tile's) between them and let one PIPE_V
+# barrier order both (see the module docstring). ``op(...)`` is ``for _ in op.steps(...): pass``.
+def _with_steps(steps, name, doc):
+    def op(*args, **kwargs) -> None:
+        for _ in steps(*args, **kwargs):
+            pass
+    op.__name__, op.__doc__, op.steps = name, doc, steps
+    steps.__name__ = f"{name}.steps"
+    return op
+
+
 def _reduce_rows(what, fn, ascend):
-    def op(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, stride: int | None = None) -> None:
+    def steps(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, stride: int | None = None):
         rows, cols, stride = _check_rows(what, [("src", src)], rows, cols, stride)
         _check(what, [("dst", dst)], rows)
         if dst.dtype != src.dtype:
@@ -321,15 +359,16 @@ def _reduce_rows(what, fn, ascend):
                     extra_cycles=fold, dst_rows=False, contiguous=True)
         parts = -(-cols // per_repeat)
         while parts > 1:
+            yield
             _issue_rows(what + " partials", Op.VEC_REDUCE, dst, [dst], rows, parts, parts if parts *
                         src.itemsize % 32 == 0 else -(-parts * src.itemsize // 32) * 32 // src.itemsize,
                         src.itemsize, extra_cycles=fold, dst_rows=False)
             parts = -(-parts // per_repeat)
-    op.__name__ = what
-    op.__doc__ = (f"dst[r] = {fn.__name__} of src[r * stride: r * stride + cols] for r < rows (Ascend C "
-                  f"``{ascend}`` over each repeat of a row, then over the partials); fp16 accumulates "
-                  f"in fp32. stride defaults to cols.")
-    return op
+        yield
+    return _with_steps(steps, what,
+                       f"dst[r] = {fn.__name__} of src[r * stride: r * stride + cols] for r < rows (Ascend C "
+                       f"``{ascend}`` over each repeat of a row, then over the partials); fp16 accumulates "
+                       f"in fp32. stride defaults to cols. ``.steps``: one pass a step.")
 
 
 reduce_sum_rows = _reduce_rows("reduce_sum_rows", np.sum, "WholeReduceSum")
@@ -339,8 +378,8 @@ reduce_max_rows = _reduce_rows("reduce_max_rows", np.max, "WholeReduceMax")
 def _binary_bcast(what, fn, axis, slow=False):
     """dst[r, c] = fn(src[r, c], vec[r]) (axis "row": one value a row, broadcast by Brcb) or
     fn(src[r, c], vec[c]) (axis "col": one row reused, repeat stride 0)."""
-    def op(dst: LocalTensor, src: LocalTensor, vec: LocalTensor, rows: int, cols: int,
-           stride: int | None = None) -> None:
+    def steps(dst: LocalTensor, src: LocalTensor, vec: LocalTensor, rows: int, cols: int,
+              stride: int | None = None):
         rows, cols, stride = _check_rows(what, [("dst", dst), ("src", src)], rows, cols, stride)
         _check(what, [("vec", vec)], rows if axis == "row" else cols)
         if len({dst.dtype, src.dtype, vec.dtype}) > 1:
@@ -354,15 +393,16 @@ def _binary_bcast(what, fn, axis, slow=False):
         if axis == "row" and (stride * dst.itemsize) % 32 == 0:
             # Brcb: each value of vec fills one 32-byte block, 8 values a repeat
             _issue("brcb", Op.VEC_DUP, dst, [vec], rows, 32, flops_per_elem=0)
+            yield
         cpr = chip.vector.transcendental_cycles_per_repeat if slow else 1
         _issue_rows(what, Op.VEC_BINARY, dst, [src, vec], rows, cols, stride, dst.itemsize, cpr,
                     across_rows=True)
-    op.__name__ = what
+        yield
     idx = "r" if axis == "row" else "c"
-    op.__doc__ = (f"dst[r, c] = {fn.__name__}(src[r, c], vec[{idx}]) over a rows x cols tile whose rows "
-                  f"start every ``stride`` elements (default cols): a per-{axis} operand broadcast "
-                  f"along the other axis.")
-    return op
+    return _with_steps(steps, what,
+                       f"dst[r, c] = {fn.__name__}(src[r, c], vec[{idx}]) over a rows x cols tile whose rows "
+                       f"start every ``stride`` elements (default cols): a per-{axis} operand broadcast "
+                       f"along the other axis. ``.steps``: the Brcb, then the operation.")
 
 
 add_per_row = _binary_bcast("add_per_row", np.add, "row")
@@ -491,8 +531,8 @@ def _fma_bcast(what, axis):
     one value a row, each spread over a 32-byte block by Brcb) or i = c (axis "col": one row
     of a and b reused by every row, repeat stride 0). Ascend C ``FusedMulAdd`` with
     BinaryRepeatParams, as add_per_row / add_per_col are ``Add``."""
-    def op(dst: LocalTensor, a: LocalTensor, b: LocalTensor, rows: int, cols: int,
-           stride: int | None = None) -> None:
+    def steps(dst: LocalTensor, a: LocalTensor, b: LocalTensor, rows: int, cols: int,
+              stride: int | None = None):
         rows, cols, stride = _check_rows(what, [("dst", dst)], rows, cols, stride)
         k = rows if axis == "row" else cols
         _check(what, [("a", a), ("b", b)], k)
@@ -507,11 +547,11 @@ def _fma_bcast(what, axis):
         if axis == "row" and (stride * dst.itemsize) % 32 == 0:
             _issue("brcb", Op.VEC_DUP, dst, [a], rows, 32, flops_per_elem=0)
             _issue("brcb", Op.VEC_DUP, dst, [b], rows, 32, flops_per_elem=0)
+            yield
         _issue_rows(what, Op.VEC_BINARY, dst, [a, b, dst], rows, cols, stride, dst.itemsize, flops_per_elem=2,
                     across_rows=True)
-    op.__name__ = what
-    op.__doc__ = _fma_bcast.__doc__.replace("dst[r, c] = ", f"{what}: dst[r, c] = ", 1)
-    return op
+        yield
+    return _with_steps(steps, what, _fma_bcast.__doc__.replace("dst[r, c] = ", f"{what}: dst[r, c] = ", 1))
 
 
 fused_mul_add_per_row = _fma_bcast("fused_mul_add_per_row", "row")

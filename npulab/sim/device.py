@@ -106,6 +106,9 @@ class Core:
         self._block_runs: list[tuple[int, int]] = []     # (first instruction, block index)
         self.block_idx = -1
         self.events_in_use: dict[tuple[int, int], dict[int, str]] = {}
+        # UB ranges vector instructions wrote since the last PIPE_V barrier (lang.sync's
+        # automatic PIPE_V synchronisation reads and clears it)
+        self.v_written: list[tuple[str, int, int]] = []
 
     def __len__(self) -> int:
         return len(self.stream)
@@ -195,6 +198,7 @@ class Core:
         """A block finished: a full barrier orders it before the next block on this core, and
         its TPipe (buffers and event ids) goes away."""
         end = self.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name=f"end of block {self.block_idx}")
+        self.v_written.clear()
         for buf in self.buffers.values():
             for rec in buf.log:
                 if rec.released < 0:          # never freed (a TBuf, a leaked slot): live to here

@@ -12,8 +12,10 @@ and ends. The model, which the Cython twin implements line for line:
   more cycles: it completes at ``end = start + dur + lat``. That is a DMA engine keeping
   several requests in flight: a copy pays its start-up latency as ``lat``, and the next copy
   moves its bytes meanwhile. A pipe completes in order too: ``end`` is at least the latest
-  ``end`` of its pipe so far. (Copies and pipelined mmads have ``lat > 0``; the vector unit
-  and scalar work complete at once.)
+  ``end`` of its pipe so far. (Copies, pipelined mmads and vector instructions have
+  ``lat > 0``: their start-up; scalar work completes at once. A dependent instruction of the
+  same pipe waits for ``end`` through a pipe barrier, which lang.sync inserts for the vector
+  pipe as Ascend C's compiler does.)
 * ``SET`` (set_flag) takes no time on its pipe: it fires once every earlier instruction of that
   pipe has *completed*, ``end = max(start, latest end of its pipe)``.
 * ``WAIT`` (wait_flag) stalls its pipe from its start until the matching ``SET`` has fired. The

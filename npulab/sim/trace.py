@@ -129,7 +129,8 @@ class Trace:
     @property
     def in_flight(self) -> np.ndarray:
         """Cycles each instruction was in flight after its pipe let it go (``end - busy_end``;
-        non-zero for copies, whose start-up latency this is, and never for a stall)."""
+        non-zero for copies, pipelined mmads and vector instructions, whose start-up latency this
+        is, and never for a stall)."""
         return self.end - self.busy_end
 
     def pipe_ratios(self, core: int | None = None) -> dict[str, float]:
