@@ -500,7 +500,6 @@ class KernelLayerNorm(RowKernel):
         else:
             lang.mul_per_row(out32, x32, rstd, n, cols)
 
-
     def tile_steps(self, n: int, k: int):
         """compute_rows for an fp16 tile of n rows whose halves fold, one dependent vector step
         per ``next`` (RowKernel.process_interleaved), with buffer set k: the same
@@ -530,10 +529,8 @@ class KernelLayerNorm(RowKernel):
         yield
         V.rsqrt(rstd, rstd, n)
         yield
-        if self.gamma is None and self.beta is None:
-            yield from lang.mul_per_row.steps(x32, x32, rstd, n, cols)
-        else:
-            yield from lang.mul_per_row.steps(x32, x32, rstd, n, cols)
+        yield from lang.mul_per_row.steps(x32, x32, rstd, n, cols)      # (x - mean) / std
+        if self.gamma is not None or self.beta is not None:
             if self.gamma is not None and self.beta is not None:
                 V.fused_mul_add_per_col(x32, self.gamma, self.beta, n, cols)
             elif self.gamma is not None:
