@@ -253,5 +253,6 @@ def launch_activation(x: np.ndarray, t: ActivationTiling, chip="910", mode="func
     """Run an activation with a tiling the host made. Returns (y, trace)."""
     y = np.zeros_like(x)
     outs, trace = lang.launch(activation_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
+                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv", donate=(1,),
+                              outputs=(1,))
     return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace

@@ -249,5 +249,5 @@ def launch_broadcast(x: np.ndarray, y: np.ndarray, t: BroadcastTiling, chip="910
     z = np.zeros(t.out_shape, np.dtype(t.dtype))
     outs, trace = lang.launch(broadcast_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
                               np.ascontiguousarray(y).reshape(-1), z.reshape(-1), t, chip=chip, mode=mode,
-                              core_type="aiv")
+                              core_type="aiv", donate=(2,), outputs=(2,))
     return (outs[2].reshape(t.out_shape) if outs[2] is not None else None), trace

@@ -399,7 +399,9 @@ def launch_conv(xp, wp, t: ConvTiling, vectors: dict, chip="910", mode: str = "f
         args += [None if v not in vectors else
                  GT.empty(vectors[v].size, t.acc_dtype if v == "bias" else np.float32, f"arg{3 + i}")
                  for i, v in enumerate(("bias", "scale", "offset"))]
-    res = lang.launch(conv_kernel, t.block_dim, *args, t, chip=chip, mode=mode, check_races=check_races)
+    # y is launch_conv's own array, written in place; the others are only read
+    res = lang.launch(conv_kernel, t.block_dim, *args, t, chip=chip, mode=mode, check_races=check_races,
+                      donate=(2,) if mode == "functional" else (), outputs=(2,))
     y = res.outputs[2]
     return (y.reshape(t.m, t.cout) if y is not None else None), res.trace
 

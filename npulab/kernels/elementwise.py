@@ -143,7 +143,8 @@ def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip="910", mode
         return x.copy(), None
     z = np.zeros_like(x)
     (_, _, zout, _), trace = lang.launch(add_kernel, tiling.block_dim, x.reshape(-1), y.reshape(-1),
-                                         z.reshape(-1), tiling, chip=chip, mode=mode, core_type="aiv")
+                                         z.reshape(-1), tiling, chip=chip, mode=mode, core_type="aiv",
+                                         donate=(2,), outputs=(2,))
     out = zout.reshape(x.shape) if zout is not None else None
     return out, trace
 

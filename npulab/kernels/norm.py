@@ -628,8 +628,10 @@ def _run_rows(kernel, x, params, t: RowTiling, chip, mode, *extra):
     y = np.zeros_like(x)
     flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in params]
     args = [np.ascontiguousarray(x).reshape(-1), *flat, y.reshape(-1), t, *extra]
-    outs, trace = lang.launch(kernel, t.block_dim, *args, chip=chip, mode=mode, core_type="aiv")
-    out = outs[1 + len(params)]
+    k = 1 + len(params)                     # y: the launcher's own array, written in place
+    outs, trace = lang.launch(kernel, t.block_dim, *args, chip=chip, mode=mode, core_type="aiv",
+                              donate=(k,), outputs=(k,))
+    out = outs[k]
     return (out.reshape(x.shape) if out is not None else None), trace
 
 
@@ -848,5 +850,6 @@ def launch_batch_norm(x, mean, var, weight, bias, t: BatchNormTiling, eps: float
     y = np.zeros_like(x)
     flat = [None if p is None else np.ascontiguousarray(p).reshape(-1) for p in (mean, var, weight, bias)]
     outs, trace = lang.launch(batch_norm_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), *flat,
-                              y.reshape(-1), t, float(eps), chip=chip, mode=mode, core_type="aiv")
+                              y.reshape(-1), t, float(eps), chip=chip, mode=mode, core_type="aiv",
+                              donate=(5,), outputs=(5,))
     return (outs[5].reshape(x.shape) if outs[5] is not None else None), trace

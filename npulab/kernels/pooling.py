@@ -295,5 +295,6 @@ def launch_pool(x: np.ndarray, t: PoolTiling, chip="910", mode="functional"):
     offsets, scales = assist_tables(t)
     y = np.zeros((t.n, t.c, t.oh, t.ow), x.dtype)
     outs, trace = lang.launch(pool_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), offsets,
-                              scales, y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
+                              scales, y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv",
+                              donate=(3,), outputs=(3,))
     return (outs[3].reshape(y.shape) if outs[3] is not None else None), trace

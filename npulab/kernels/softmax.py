@@ -260,5 +260,6 @@ def launch_softmax(x: np.ndarray, t, chip="910", mode="functional"):
         return _run_rows(softmax_ar_kernel, x, [], t, chip, mode)
     y = np.zeros_like(x)
     outs, trace = lang.launch(softmax_ra_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv")
+                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv", donate=(1,),
+                              outputs=(1,))
     return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace
