@@ -356,3 +356,21 @@ def test_queue_calls_twins_raise_the_same_errors(misuse):
             lang.launch(kernel, 1, np.zeros(64, np.float32), chip="teach", core_type="aiv")
         messages.append((type(info.value), str(info.value)))
     assert messages[0] == messages[1]
+
+
+def test_fixpipe_into_a_numpy_argument_writes_the_launchs_copy():
+    """FixPipe is the other GM write path: a C passed as a plain numpy argument (not donated)
+    is copied on the first write, so the caller's array keeps its bytes and the output has C."""
+    from npulab.kernels.matmul import matmul_kernel
+    rng = np.random.default_rng(1)
+    t = default_tiling((1, 32, 48, 64), np.float16, "910")
+    a = rng.standard_normal((32, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 48)).astype(np.float16)
+    c = np.full(32 * 48, 7.0, np.float16)
+    keep = c.copy()
+    res = lang.launch(matmul_kernel, t.block_dim, a.reshape(-1), b.reshape(-1), c, None, t,
+                      chip="910", check_races=False)
+    np.testing.assert_array_equal(c, keep)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16).reshape(-1)
+    np.testing.assert_allclose(res.outputs[2].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=4e-3)
+    assert not np.shares_memory(res.outputs[2], c)
