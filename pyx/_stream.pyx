@@ -117,29 +117,12 @@ cdef class Stream:
     def issue(self, pipe, kind, op, dur=0, *, key=-1, name="", nbytes=0, flops=0, energy=0.0,
               route="", reads=(), writes=(), lat=0):
         """Append one instruction; return its index in the stream (see the twin)."""
-        cdef Budget b = self.budget
-        b.issued += 1
-        if b.issued > b.limit:
-            self.over_budget(name)
-        cdef Py_ssize_t i = self.n
-        if i == self.cap:
-            self._grow(2 * self.cap)
+        cdef Py_ssize_t i = self._reserve(name)
         # convert every value first, so that a bad one leaves the stream as it was
         cdef long long v_pipe = _int(pipe), v_kind = _int(kind), v_op = _int(op), v_dur = _int(dur)
         cdef long long v_key = _int(key), v_nbytes = _int(nbytes), v_flops = _int(flops), v_lat = _int(lat)
         cdef double v_energy = _float(energy)
-        self.pipe_p[i] = <signed char>v_pipe
-        self.kind_p[i] = <signed char>v_kind
-        self.op_p[i] = <short>v_op
-        self.dur_p[i] = v_dur
-        self.key_p[i] = v_key
-        self.nbytes_p[i] = v_nbytes
-        self.flops_p[i] = v_flops
-        self.energy_p[i] = v_energy
-        self.lat_p[i] = v_lat
-        self.names.append(name)
-        self.routes.append(route)
-        self.n = i + 1
+        self._put(i, v_pipe, v_kind, v_op, v_dur, v_key, v_nbytes, v_flops, v_energy, v_lat, name, route)
         if (reads or writes) and self.check_races:
             self.accesses[i] = [(buf, lo, hi, False) for buf, lo, hi in reads] + \
                                [(buf, lo, hi, True) for buf, lo, hi in writes]
@@ -149,26 +132,38 @@ cdef class Stream:
                          object name) except -1:
         """``issue(pipe, kind, op, key=key, name=name)``: an instruction with no duration, bytes
         or accesses (a queue's flag or mark), in one C call."""
+        cdef Py_ssize_t i = self._reserve(name)
+        self._put(i, pipe, kind, op, 0, key, 0, 0, 0.0, 0, name, "")
+        return i
+
+    cdef inline Py_ssize_t _reserve(self, object name) except -1:
+        """Count one more instruction against the launch's budget and make room for it;
+        return its index."""
         cdef Budget b = self.budget
         b.issued += 1
         if b.issued > b.limit:
             self.over_budget(name)
-        cdef Py_ssize_t i = self.n
-        if i == self.cap:
+        if self.n == self.cap:
             self._grow(2 * self.cap)
+        return self.n
+
+    cdef inline int _put(self, Py_ssize_t i, long long pipe, long long kind, long long op,
+                         long long dur, long long key, long long nbytes, long long flops,
+                         double energy, long long lat, object name, object route) except -1:
+        """Write instruction i (the next one) into the columns."""
         self.pipe_p[i] = <signed char>pipe
         self.kind_p[i] = <signed char>kind
         self.op_p[i] = <short>op
-        self.dur_p[i] = 0
+        self.dur_p[i] = dur
         self.key_p[i] = key
-        self.nbytes_p[i] = 0
-        self.flops_p[i] = 0
-        self.energy_p[i] = 0.0
-        self.lat_p[i] = 0
+        self.nbytes_p[i] = nbytes
+        self.flops_p[i] = flops
+        self.energy_p[i] = energy
+        self.lat_p[i] = lat
         self.names.append(name)
-        self.routes.append("")
+        self.routes.append(route)
         self.n = i + 1
-        return i
+        return 0
 
     def column(self, str name):
         """One column, in program order: a view of the typed array for the numbers (settling
