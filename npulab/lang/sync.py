@@ -89,23 +89,9 @@ def vector_hazard(core, reads, writes) -> None:
     (a short list: a dependent instruction clears it)."""
     pending = core.v_written
     if pending:
-        hit = len(pending) >= MAX_TRACKED
-        if not hit:
-            for buf, lo, hi in reads:
-                for pb, plo, phi in pending:
-                    if lo < phi and plo < hi and buf == pb:
-                        hit = True
-                        break
-                if hit:
-                    break
-        if not hit:
-            for buf, lo, hi in writes:
-                for pb, plo, phi in pending:
-                    if lo < phi and plo < hi and buf == pb:
-                        hit = True
-                        break
-                if hit:
-                    break
+        hit = len(pending) >= MAX_TRACKED or any(
+            buf == pb and lo < phi and plo < hi
+            for ranges in (reads, writes) for buf, lo, hi in ranges for pb, plo, phi in pending)
         if hit:
             _barrier(core, Pipe.V, " (auto)")
     pending.extend(writes)
