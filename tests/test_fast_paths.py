@@ -194,20 +194,8 @@ def test_launch_outputs_are_new_arrays_and_inputs_untouched():
     x = np.arange(64, dtype=np.float32)
     keep = x.copy()
     g = lang.GlobalTensor(np.zeros(64, np.float32), name="g")
-
-    def kernel(src, dst):
-        pipe = lang.Pipe()
-        q = lang.Queue(lang.VECIN, "q")
-        pipe.init_buffer(q, 1, 256)
-        t = q.alloc_tensor(np.float32)
-        lang.data_copy(t, src)
-        q.enque(t)
-        t = q.deque()
-        lang.data_copy(dst, t)
-        lang.data_copy(src, t)              # writes the launch's copy of x, not x
-        q.free_tensor(t)
-
-    res = lang.launch(kernel, 1, x, g, chip="teach", core_type="aiv", check_races=False)
+    # the kernel also writes its src back: the launch's copy of x, not x
+    res = lang.launch(_copy_kernel, 1, x, g, [], True, chip="teach", core_type="aiv", check_races=False)
     np.testing.assert_array_equal(x, keep)
     assert res.outputs[0] is not x and not np.shares_memory(res.outputs[0], x)
     np.testing.assert_array_equal(res.outputs[1], keep)
@@ -234,8 +222,9 @@ def test_queue_tensors_are_one_object_per_slot_and_dtype():
                                                     (1, np.dtype(np.float16)): 1}
 
 
-def _copy_kernel(src, dst, seen):
-    """dst = src through UB; records whether src still reads the caller's array."""
+def _copy_kernel(src, dst, seen, back=False):
+    """dst = src through UB (and src = the same bytes when ``back``); records what src reads
+    at the start (whether it is still the caller's array)."""
     seen.append(src.data)
     pipe = lang.Pipe()
     q = lang.Queue(lang.VECIN, "q")
@@ -245,6 +234,8 @@ def _copy_kernel(src, dst, seen):
     q.enque(t)
     t = q.deque()
     lang.data_copy(dst, t)
+    if back:
+        lang.data_copy(src, t)
     q.free_tensor(t)
 
 
