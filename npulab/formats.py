@@ -188,6 +188,19 @@ try:                                        # the Cython twins, when built
 except ImportError:                         # pragma: no cover - a source tree without the build
     _fast = None
 
+# Deferred moves (see ``pyx/_formats.pyx``): in a functional launch the cube path's byte moves
+# run on a worker thread. ``PENDING`` is non-empty while moves may be queued; ``sync()`` waits
+# for them. Without the Cython build every move runs at once and there is nothing to wait for.
+if _fast is not None:
+    PENDING, sync, deferred_moves = _fast.PENDING, _fast.sync, _fast.deferred_moves
+    zero_bytes = _fast.zero_bytes
+else:                                       # pragma: no cover - a source tree without the build
+    import contextlib
+    PENDING, sync, deferred_moves = [], (lambda: None), contextlib.nullcontext
+
+    def zero_bytes(buf, n):
+        buf[:n] = 0
+
 
 def pack(x: np.ndarray, fr: int, fc: int, col_order: bool, col_inner: bool) -> np.ndarray:
     """:func:`pack_numpy`, in Cython when built."""

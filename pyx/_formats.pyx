@@ -5,6 +5,8 @@ the parity tests run one body on both). What it optimises: one pass over the ele
 typed memoryviews (any dtype is moved as unsigned integers of its width), no padded
 temporary, no transposed copy; the source may be a strided view (a tile of a GM matrix).
 """
+import os
+
 import numpy as np
 cimport numpy as cnp
 from libc.string cimport memcpy, memset
@@ -370,6 +372,449 @@ _H2F = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 cdef const float[::1] _h2f_table = _H2F
 
 
+# -- deferred moves: the cube path's numerics on a worker thread ---------------------------------
+# In a functional launch the Python thread issues instructions, and the numerics behind the
+# cube path's hot ones are plain loops on raw pointers: data_copy_nd2nz's pack, load_data's
+# window, mmad's widening into its chain, FixPipe's fp16 drain, a buffer's zeroing when it goes
+# back to the pool, and half of each mmad product (``product_into``). Inside
+# ``deferred_moves()`` (``launch`` holds it for a functional run) these functions check their
+# arguments, then queue the loop for one worker thread instead of running it, and Python goes
+# on issuing meanwhile: the two host CPUs of a small machine both work.
+#
+# The rules that keep this invisible:
+# * one thread at a time runs queued moves, in the order they were queued, so moves among
+#   themselves need no further ordering (a window reads what the pack before it wrote);
+# * anything else that touches the bytes first calls ``sync()``, which returns once every queued
+#   move has run: ``Buffer.data``, ``GlobalTensor.data`` and ``writable()``, the mmad product,
+#   and the end of the launch do. ``PENDING`` is non-empty while moves may be queued, and holds
+#   a reference to every array a queued move touches;
+# * ``sync()`` never waits for a worker the OS has not scheduled: the calling thread runs the
+#   queued moves itself (only the move the worker is running is waited for).
+# Without a worker (no pthreads, no numpy OpenBLAS to split the product with, NPULAB_WORKER=0,
+# or ``set_worker(False)``) every move runs at once, as it did before.
+cdef extern from *:
+    """
+    typedef struct npulab_task { int op; const char *s; const char *s2; char *d; Py_ssize_t a[14]; } npulab_task;
+    #define NPULAB_RING 1024
+    static npulab_task npulab_ring[NPULAB_RING];
+    static size_t npulab_head = 0, npulab_tail = 0;    /* queued, done: head - tail pending */
+    static void (*npulab_runner)(const npulab_task *) = 0;
+    static int npulab_worker_ok = 0;                   /* a worker thread is running */
+    #if defined(_WIN32) || !defined(__GNUC__)
+    static int npulab_worker_start(void) { return -1; }   /* no worker: moves run at once */
+    static void npulab_commit(void) {}
+    static void npulab_drain(void) {}
+    static void npulab_wait_taken(size_t idx) { (void)idx; }
+    static size_t npulab_pending(void) { return 0; }
+    #else
+    #include <pthread.h>
+    #if defined(__x86_64__) || defined(__i386__)
+    #include <immintrin.h>
+    #define npulab_pause() _mm_pause()
+    #else
+    #define npulab_pause() ((void)0)
+    #endif
+    /* Every field below is written under npulab_mu; head, tail and busy are also read without
+       it (atomically). tail is the next move to run. A thread runs a move only while it holds
+       the run token (busy): the worker, or a thread that syncs (it runs the queued moves itself
+       rather than wait for a worker the OS may not have scheduled). So moves run one at a time,
+       in the order they were queued, whoever runs them. */
+    static pthread_mutex_t npulab_mu = PTHREAD_MUTEX_INITIALIZER;
+    static pthread_cond_t npulab_cv_work = PTHREAD_COND_INITIALIZER;
+    static pthread_cond_t npulab_cv_done = PTHREAD_COND_INITIALIZER;
+    static int npulab_sleeping = 0, npulab_waiters = 0, npulab_draining = 0, npulab_busy = 0;
+    #define NPULAB_POLLS 256           /* empty-queue polls (a few microseconds) before sleeping */
+
+    /* with the lock held and the token taken: run the next move, give the token back */
+    static void npulab_run_next(void) {
+        const npulab_task *t = &npulab_ring[npulab_tail % NPULAB_RING];
+        __atomic_store_n(&npulab_tail, npulab_tail + 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&npulab_mu);
+        npulab_runner(t);
+        pthread_mutex_lock(&npulab_mu);
+        __atomic_store_n(&npulab_busy, 0, __ATOMIC_RELEASE);
+        if (npulab_waiters) pthread_cond_broadcast(&npulab_cv_done);
+    }
+    /* with the lock held: wait for the token and take it */
+    static void npulab_take_token(void) {
+        while (npulab_busy) {
+            npulab_waiters++;
+            pthread_cond_wait(&npulab_cv_done, &npulab_mu);
+            npulab_waiters--;
+        }
+        __atomic_store_n(&npulab_busy, 1, __ATOMIC_RELEASE);
+    }
+
+    static void *npulab_worker(void *arg) {
+        (void)arg;
+        pthread_mutex_lock(&npulab_mu);
+        for (;;) {
+            while (npulab_tail == npulab_head || npulab_draining || npulab_busy) {
+                if (!npulab_draining && !npulab_busy) {   /* the next move is usually microseconds away */
+                    size_t t = npulab_tail;
+                    int i;
+                    pthread_mutex_unlock(&npulab_mu);
+                    for (i = 0; i < NPULAB_POLLS && __atomic_load_n(&npulab_head, __ATOMIC_ACQUIRE) == t; i++)
+                        npulab_pause();
+                    pthread_mutex_lock(&npulab_mu);
+                    if (npulab_tail != npulab_head && !npulab_draining && !npulab_busy) break;
+                }
+                npulab_sleeping = 1;
+                pthread_cond_wait(&npulab_cv_work, &npulab_mu);
+                npulab_sleeping = 0;
+            }
+            __atomic_store_n(&npulab_busy, 1, __ATOMIC_RELEASE);
+            npulab_run_next();
+        }
+        return NULL;
+    }
+    /* the queuing thread: a new move is in its slot */
+    static void npulab_commit(void) {
+        pthread_mutex_lock(&npulab_mu);
+        __atomic_store_n(&npulab_head, npulab_head + 1, __ATOMIC_RELEASE);
+        if (npulab_sleeping && !npulab_draining) pthread_cond_signal(&npulab_cv_work);
+        pthread_mutex_unlock(&npulab_mu);
+    }
+    /* run the moves queued before index ``upto`` (all of them: upto = head) on this thread,
+       the worker standing aside (it finishes the move it is running, if any) */
+    static void npulab_run_upto(size_t upto) {
+        pthread_mutex_lock(&npulab_mu);
+        npulab_draining++;
+        for (;;) {
+            npulab_take_token();
+            if ((ptrdiff_t)(upto - npulab_tail) <= 0) {
+                __atomic_store_n(&npulab_busy, 0, __ATOMIC_RELEASE);
+                if (npulab_waiters) pthread_cond_broadcast(&npulab_cv_done);
+                break;
+            }
+            npulab_run_next();
+        }
+        npulab_draining--;
+        if (!npulab_draining && npulab_sleeping && npulab_tail != npulab_head)
+            pthread_cond_signal(&npulab_cv_work);     /* what is left (a product half) is the worker's */
+        pthread_mutex_unlock(&npulab_mu);
+    }
+    /* every queued move has run when this returns; the worker then sleeps until the next one */
+    static void npulab_drain(void) {
+        npulab_run_upto(__atomic_load_n(&npulab_head, __ATOMIC_ACQUIRE));
+    }
+    /* the queuing thread waits until the worker has taken move ``idx`` (so every move before it
+       has run), polling while the worker makes progress; if it makes none for a while (the OS
+       has not scheduled it), this thread runs the moves before ``idx`` itself */
+    #define NPULAB_STALL 8192          /* polls without progress (~0.2 ms) before taking over */
+    static void npulab_wait_taken(size_t idx) {
+        size_t last = __atomic_load_n(&npulab_tail, __ATOMIC_ACQUIRE);
+        int still = 0;
+        while (__atomic_load_n(&npulab_tail, __ATOMIC_ACQUIRE) <= idx) {
+            size_t now = __atomic_load_n(&npulab_tail, __ATOMIC_ACQUIRE);
+            if (now != last) { last = now; still = 0; }
+            else if (++still > NPULAB_STALL) break;
+            npulab_pause();
+        }
+        if (__atomic_load_n(&npulab_tail, __ATOMIC_ACQUIRE) <= idx)
+            npulab_run_upto(idx);
+    }
+    /* moves queued or running */
+    static size_t npulab_pending(void) {
+        return __atomic_load_n(&npulab_head, __ATOMIC_ACQUIRE) - __atomic_load_n(&npulab_tail, __ATOMIC_ACQUIRE)
+               + (size_t)__atomic_load_n(&npulab_busy, __ATOMIC_ACQUIRE);
+    }
+    /* fork: the child has no worker thread. Queue nothing across a fork: the parent drains and
+       holds the lock; the child starts from an empty queue and a fresh lock */
+    static void npulab_before_fork(void) { if (npulab_worker_ok) npulab_drain(); pthread_mutex_lock(&npulab_mu); }
+    static void npulab_after_fork_parent(void) { pthread_mutex_unlock(&npulab_mu); }
+    static void npulab_after_fork_child(void) {
+        pthread_mutex_init(&npulab_mu, NULL);
+        pthread_cond_init(&npulab_cv_work, NULL);
+        pthread_cond_init(&npulab_cv_done, NULL);
+        npulab_sleeping = npulab_waiters = npulab_draining = npulab_busy = 0;
+        npulab_tail = npulab_head;
+        npulab_worker_ok = 0;
+    }
+    static int npulab_worker_start(void) {
+        static int registered = 0;
+        pthread_t th;
+        pthread_attr_t attr;
+        int rc;
+        if (!registered) {
+            if (pthread_atfork(npulab_before_fork, npulab_after_fork_parent, npulab_after_fork_child))
+                return -1;
+            registered = 1;
+        }
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&th, &attr, npulab_worker, NULL);
+        pthread_attr_destroy(&attr);
+        if (rc) return -1;
+        npulab_worker_ok = 1;
+        return 0;
+    }
+    #endif
+    """
+    ctypedef struct npulab_task:
+        int op
+        const char* s
+        const char* s2
+        char* d
+        Py_ssize_t a[14]
+    int NPULAB_RING
+    npulab_task npulab_ring[1024]
+    size_t npulab_head
+    void (*npulab_runner)(const npulab_task*) noexcept nogil
+    int npulab_worker_ok
+    int npulab_worker_start() nogil
+    void npulab_commit() nogil
+    void npulab_drain() nogil
+    void npulab_wait_taken(size_t idx) nogil
+    size_t npulab_pending() nogil
+
+# The mmad product (lang/cube.flush_l0c) in two halves of rows, one on the worker and one on the
+# calling thread, each single-threaded: the numbers of a multithreaded BLAS call without its pool
+# threads, which poll for work for a while after every call and would take the CPU the worker
+# needs. Needs the cblas_sgemm of numpy's own OpenBLAS (found through threadpoolctl); without it
+# the product is numpy's matmul (and the moves run at once: no worker).
+cdef extern from *:
+    """
+    #if !defined(_WIN32) && defined(__GNUC__)
+    #include <dlfcn.h>
+    #define NPULAB_DL 1
+    #else
+    #define NPULAB_DL 0
+    #endif
+    typedef void (*npulab_sgemm64_fn)(int, int, int, long long, long long, long long, float, const float *,
+                                      long long, const float *, long long, float, float *, long long);
+    typedef void (*npulab_sgemm32_fn)(int, int, int, int, int, int, float, const float *, int,
+                                      const float *, int, float, float *, int);
+    typedef int (*npulab_get_fn)(void);
+    typedef void (*npulab_set_fn)(int);
+    static npulab_sgemm64_fn npulab_sgemm64 = 0;
+    static npulab_sgemm32_fn npulab_sgemm32 = 0;
+    static npulab_get_fn npulab_blas_get_threads = 0;
+    static npulab_set_fn npulab_blas_set_threads = 0;
+    /* numpy's OpenBLAS (already loaded): its cblas_sgemm and its thread count */
+    static int npulab_blas_load(const char *path) {
+    #if NPULAB_DL
+        void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        if (!h) return -1;
+        npulab_sgemm64 = (npulab_sgemm64_fn)dlsym(h, "scipy_cblas_sgemm64_");
+        if (npulab_sgemm64) {
+            npulab_blas_get_threads = (npulab_get_fn)dlsym(h, "scipy_openblas_get_num_threads64_");
+            npulab_blas_set_threads = (npulab_set_fn)dlsym(h, "scipy_openblas_set_num_threads64_");
+        } else {
+            npulab_sgemm32 = (npulab_sgemm32_fn)dlsym(h, "scipy_cblas_sgemm");
+            npulab_blas_get_threads = (npulab_get_fn)dlsym(h, "scipy_openblas_get_num_threads");
+            npulab_blas_set_threads = (npulab_set_fn)dlsym(h, "scipy_openblas_set_num_threads");
+        }
+        if (!npulab_blas_get_threads || !npulab_blas_set_threads || !(npulab_sgemm64 || npulab_sgemm32)) {
+            npulab_sgemm64 = 0; npulab_sgemm32 = 0;
+            return -1;
+        }
+        return 0;
+    #else
+        (void)path;
+        return -1;
+    #endif
+    }
+    /* C (m x n, row stride ldc) = A (m x k, row stride lda) B (k x n, row stride ldb): the
+       row-major cblas_sgemm numpy's matmul calls (one thread while deferring: see below) */
+    static void npulab_sgemm_1t(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *a, Py_ssize_t lda,
+                                const float *b, Py_ssize_t ldb, float *c, Py_ssize_t ldc) {
+        if (npulab_sgemm64) npulab_sgemm64(101, 111, 111, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+        else npulab_sgemm32(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)ldc);
+    }
+    """
+    int npulab_blas_load(const char* path)
+    void npulab_sgemm_1t(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float* a, Py_ssize_t lda,
+                         const float* b, Py_ssize_t ldb, float* c, Py_ssize_t ldc) nogil
+    int npulab_blas_get_threads() nogil
+    void npulab_blas_set_threads(int) nogil
+
+cdef int _blas_state = 0                 # 0 not looked for yet, 1 found, -1 not available
+cdef int _blas_threads = 1               # numpy's BLAS threads before deferred_moves()
+
+
+cdef bint _enabled = os.environ.get("NPULAB_WORKER", "1") != "0"
+
+
+def set_worker(bint enabled) -> bool:
+    """Use the worker thread in later launches, or not (the ``NPULAB_WORKER`` environment
+    variable sets the start value; 0 turns it off); returns the previous setting. Results are
+    the same either way, bit for bit: the tests run kernels both ways."""
+    global _enabled
+    sync()
+    prev, _enabled = _enabled, enabled
+    return prev
+
+
+def _find_blas() -> bool:
+    """Look once for numpy's OpenBLAS cblas_sgemm (see above)."""
+    global _blas_state
+    if _blas_state == 0:
+        _blas_state = -1
+        try:
+            from threadpoolctl import threadpool_info
+            libs = [i["filepath"] for i in threadpool_info()
+                    if i.get("internal_api") == "openblas" and "numpy" in i.get("filepath", "")]
+        except Exception:                   # pragma: no cover - threadpoolctl is a dependency
+            libs = []
+        for path in libs:
+            if npulab_blas_load(os.fsencode(path)) == 0:
+                _blas_state = 1
+                break
+    return _blas_state == 1
+
+
+def product_into(a, b, cnp.ndarray out):
+    """``out[...] = a @ b`` for float32 matrices (rows of a and b contiguous, out C-contiguous).
+    Inside ``deferred_moves()``, with the worker and numpy's cblas_sgemm there, in two halves
+    of rows: rows from the first multiple of 16 past the middle on the worker, the rest on this
+    thread, each numpy's own row-major sgemm on one thread. Otherwise numpy's matmul. The two
+    agree to float32 rounding; for some sizes BLAS picks another kernel for half the rows than
+    for all of them, and the sums over k then round differently in the last bit."""
+    cdef cnp.ndarray A = a, B = b
+    if A.dtype != np.float32 or B.dtype != np.float32 or out.dtype != np.float32 or A.ndim != 2 \
+            or B.ndim != 2 or out.ndim != 2 or A.shape[1] != B.shape[0] or out.shape[0] != A.shape[0] \
+            or out.shape[1] != B.shape[1] or not cnp.PyArray_IS_C_CONTIGUOUS(out):
+        raise ValueError("product_into: expected float32 (m, k) @ (k, n) into a C-contiguous (m, n)")
+    cdef Py_ssize_t m = A.shape[0], n = B.shape[1], k = A.shape[1], h
+    cdef Py_ssize_t lda = A.strides[0] // 4, ldb = B.strides[0] // 4, ldc = n
+    cdef npulab_task* t
+    cdef const float* ap
+    cdef const float* bp
+    cdef float* cp
+    # (numpy's matmul calls gemv, not gemm, for a single column: leave those to it)
+    if m < 32 or n < 2 or k < 1 or A.strides[1] != 4 or B.strides[1] != 4 or A.strides[0] % 4 \
+            or B.strides[0] % 4 or lda < k or ldb < n or not _deferring or not _find_blas():
+        sync()                           # queued moves may still be filling a and b
+        np.matmul(A, B, out=out)
+        return out
+    if not _worker_ready():
+        sync()
+        np.matmul(A, B, out=out)
+        return out
+    ap, bp, cp = <const float*>cnp.PyArray_DATA(A), <const float*>cnp.PyArray_DATA(B), <float*>cnp.PyArray_DATA(out)
+    h = (m // 2 + 15) // 16 * 16         # the worker's rows start on a fractal boundary
+    # queued behind the moves that fill a and b: the worker, busy with them, goes straight on
+    t = _task_slot()
+    cdef size_t idx = npulab_head
+    t.op, t.s, t.s2, t.d = _OP_SGEMM, <const char*>(ap + h * lda), <const char*>bp, <char*>(cp + h * ldc)
+    t.a[0], t.a[1], t.a[2], t.a[3], t.a[4], t.a[5] = m - h, n, k, lda, ldb, ldc
+    _commit(A, B)
+    PENDING.append(out)
+    with nogil:
+        npulab_wait_taken(idx)           # a and b are complete once the worker takes its half
+        npulab_sgemm_1t(h, n, k, ap, lda, bp, ldb, cp, ldc)
+    sync()
+    return out
+
+
+cdef enum:
+    _OP_PACK = 1
+    _OP_WINDOW = 2
+    _OP_UNPACK = 3
+    _OP_SGEMM = 4
+    _OP_DRAIN16 = 5
+    _OP_ZERO = 6
+
+cdef int _deferring = 0                  # deferred_moves() depth
+cdef bint _worker_failed = False
+#: the arrays the queued moves touch (kept alive until sync); non-empty while moves may be queued
+PENDING = []
+
+
+cdef void _run_task(const npulab_task* t) noexcept nogil:
+    if t.op == _OP_PACK:
+        _pack_nz_core(t.s, t.a[0], t.a[1], t.a[2], t.a[3], t.a[4], t.d)
+    elif t.op == _OP_WINDOW:
+        _nz_window_any(t.s, t.a[0], t.a[1], t.a[2], t.a[3], t.a[4], t.a[5], t.a[6], <bint>t.a[7], t.d,
+                       t.a[8], t.a[9], <bint>t.a[10])
+    elif t.op == _OP_UNPACK:
+        _unpack_h2f(<const cnp.uint16_t*>t.s, <float*>t.d, t.a[0], t.a[1], t.a[2], t.a[3], t.a[4],
+                    t.a[5], <bint>t.a[6], <bint>t.a[7])
+    elif t.op == _OP_DRAIN16:
+        _drain16(<const float*>t.s, <const float*>t.s2, <bint>t.a[4], t.d, t.a[3], t.a[0], t.a[1], t.a[2])
+    elif t.op == _OP_ZERO:
+        memset(t.d, 0, t.a[0])
+    elif t.op == _OP_SGEMM:
+        npulab_sgemm_1t(t.a[0], t.a[1], t.a[2], <const float*>t.s, t.a[3], <const float*>t.s2, t.a[4],
+                        <float*>t.d, t.a[5])
+
+
+npulab_runner = _run_task
+
+
+cdef npulab_task* _task_slot() except NULL:
+    """The next free slot of the queue (waiting for room when it is full)."""
+    if npulab_pending() >= <size_t>NPULAB_RING:
+        sync()
+    return &npulab_ring[npulab_head % NPULAB_RING]
+
+
+cdef bint _worker_ready():
+    """Start the worker on first use; False when this platform cannot."""
+    global _worker_failed
+    if not npulab_worker_ok and not _worker_failed:
+        if npulab_worker_start() != 0:
+            _worker_failed = True
+    return npulab_worker_ok
+
+
+cdef int _commit(object src, object dst) except -1:
+    """Hand the move in the next slot to the worker (run it here when there is no worker)."""
+    PENDING.append(src)
+    PENDING.append(dst)
+    if _worker_ready():
+        npulab_commit()
+    else:                                # no threads here: the move runs now, as undeferred
+        _run_task(&npulab_ring[npulab_head % NPULAB_RING])
+    return 0
+
+
+def queued() -> int:
+    """How many moves were queued for the worker so far in this process (a count for tests)."""
+    return npulab_head
+
+
+def sync():
+    """Wait until every queued move has run (a no-op when none is queued)."""
+    if npulab_worker_ok and npulab_pending():
+        with nogil:
+            npulab_drain()
+    PENDING.clear()
+
+
+class deferred_moves:
+    """``with deferred_moves():`` queue the cube path's moves for the worker thread (see
+    above); leaving the block (the outermost one, when nested) waits for them: ``sync()``."""
+
+    def __enter__(self):
+        global _deferring, _blas_threads
+        # only with the split product (above), and with numpy's BLAS on one thread meanwhile
+        # (the setting is process-wide in OpenBLAS): its pool threads would otherwise poll for
+        # work after every product and take turns with the worker for the CPU
+        self.on = _enabled and _find_blas()
+        if self.on:
+            if _deferring == 0:
+                _blas_threads = npulab_blas_get_threads()
+                npulab_blas_set_threads(1)
+            _deferring += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _deferring
+        if self.on:
+            _deferring -= 1
+            if _deferring == 0:
+                sync()
+                npulab_blas_set_threads(_blas_threads)
+        return False
+
+
+def deferring() -> bool:
+    """True inside ``deferred_moves()``."""
+    return _deferring > 0
+
+
 cdef void _unpack_h2f(const cnp.uint16_t* z, float* out, Py_ssize_t out_stride, Py_ssize_t rows,
                       Py_ssize_t cols, Py_ssize_t r1, Py_ssize_t fr, Py_ssize_t fc,
                       bint col_order, bint col_inner) noexcept nogil:
@@ -464,10 +909,19 @@ def unpack_f16_to_f32_raw(cnp.ndarray buf, Py_ssize_t offset, cnp.ndarray out, P
         raise ValueError(f"unpack_f16_to_f32_raw: rows {row0}+{rows}, columns {col0}+{cols} of a "
                          f"{height} x {width} matrix from byte {offset} of a {buf.shape[0]}-byte "
                          f"buffer are out of range")
-    if rows and cols:
-        _unpack_h2f(<const cnp.uint16_t*>(<char*>cnp.PyArray_DATA(buf) + offset),
-                    <float*>cnp.PyArray_DATA(out) + row0 * width + col0, width, rows, cols, r1, fr, fc,
-                    col_order, col_inner)
+    cdef const char* s = <char*>cnp.PyArray_DATA(buf) + offset
+    cdef char* d = <char*>(<float*>cnp.PyArray_DATA(out) + row0 * width + col0)
+    cdef npulab_task* t
+    if not (rows and cols):
+        pass
+    elif _deferring:
+        t = _task_slot()
+        t.op, t.s, t.d = _OP_UNPACK, s, d
+        t.a[0], t.a[1], t.a[2], t.a[3], t.a[4], t.a[5], t.a[6], t.a[7] = width, rows, cols, r1, fr, fc, \
+            col_order, col_inner
+        _commit(buf, out)
+    else:
+        _unpack_h2f(<const cnp.uint16_t*>s, <float*>d, width, rows, cols, r1, fr, fc, col_order, col_inner)
     return out
 
 
@@ -618,10 +1072,19 @@ def nz_window_raw(cnp.ndarray src_buf, Py_ssize_t src_off, Py_ssize_t src_len, P
     err = _window_error(src_len, dst_len, src_rows, c0, s_r0, s_c0, rows, cols, transpose, fr, fc)
     if err is not None:
         raise ValueError(err)
-    if _nz_window_any(<const char*>cnp.PyArray_DATA(src_buf) + src_off, item, src_rows, c0, s_r0, s_c0,
-                      rows, cols, transpose, <char*>cnp.PyArray_DATA(dst_buf) + dst_off, fr, fc,
-                      col_inner):
+    if item not in (1, 2, 4, 8):
         raise ValueError(f"fractal formats move 1-, 2-, 4- or 8-byte elements, got {item}-byte ones")
+    cdef const char* s = <const char*>cnp.PyArray_DATA(src_buf) + src_off
+    cdef char* d = <char*>cnp.PyArray_DATA(dst_buf) + dst_off
+    cdef npulab_task* t
+    if _deferring:
+        t = _task_slot()
+        t.op, t.s, t.d = _OP_WINDOW, s, d
+        t.a[0], t.a[1], t.a[2], t.a[3], t.a[4], t.a[5], t.a[6] = item, src_rows, c0, s_r0, s_c0, rows, cols
+        t.a[7], t.a[8], t.a[9], t.a[10] = transpose, fr, fc, col_inner
+        _commit(src_buf, dst_buf)
+    else:
+        _nz_window_any(s, item, src_rows, c0, s_r0, s_c0, rows, cols, transpose, d, fr, fc, col_inner)
     return None
 
 
@@ -652,7 +1115,23 @@ def drain_nz_f32_to_f16(cnp.ndarray z, Py_ssize_t m, Py_ssize_t n, out, bias, bi
     cdef cnp.ndarray o = out
     cdef const float* zp = <const float*>cnp.PyArray_DATA(z)
     cdef char* op = <char*>cnp.PyArray_DATA(o)
-    cdef Py_ssize_t stride = out.strides[0], i, J, w
+    cdef Py_ssize_t stride = out.strides[0]
+    cdef npulab_task* t
+    if _deferring:
+        t = _task_slot()
+        t.op, t.s, t.s2, t.d = _OP_DRAIN16, <const char*>zp, <const char*>bp, op
+        t.a[0], t.a[1], t.a[2], t.a[3], t.a[4] = m, n, m16, stride, relu
+        _commit(z, out)
+        if bias is not None:
+            PENDING.append(b)
+    else:
+        _drain16(zp, bp, relu, op, stride, m, n, m16)
+    return True
+
+
+cdef void _drain16(const float* zp, const float* bp, bint relu, char* op, Py_ssize_t stride,
+                   Py_ssize_t m, Py_ssize_t n, Py_ssize_t m16) noexcept nogil:
+    cdef Py_ssize_t i, J, w, n1 = (n + 15) // 16
     for i in range(m):
         for J in range(n1):
             w = n - J * 16
@@ -660,7 +1139,24 @@ def drain_nz_f32_to_f16(cnp.ndarray z, Py_ssize_t m, Py_ssize_t n, out, bias, bi
                 w = 16
             npulab_f2h_run(zp + (J * m16 + i) * 16, bp + J * 16 if bp != NULL else NULL, relu,
                            <cnp.uint16_t*>(op + i * stride) + J * 16, w)
-    return True
+
+
+def zero_bytes(cnp.ndarray buf, Py_ssize_t n):
+    """``buf[:n] = 0`` for a C-contiguous uint8 array (a buffer given back to the pool),
+    queued for the worker while deferring."""
+    if buf.dtype != np.uint8 or not cnp.PyArray_IS_C_CONTIGUOUS(buf) or n < 0 or n > buf.shape[0]:
+        raise ValueError(f"zero_bytes: {n} bytes of a {buf.dtype} array of {buf.shape[0]}")
+    cdef char* d = <char*>cnp.PyArray_DATA(buf)
+    cdef npulab_task* t
+    if n == 0:
+        return
+    if _deferring:
+        t = _task_slot()
+        t.op, t.s, t.s2, t.d = _OP_ZERO, NULL, NULL, d
+        t.a[0] = n
+        _commit(buf, None)
+    else:
+        memset(d, 0, n)
 
 
 def pack_nz_raw(cnp.ndarray src, Py_ssize_t src_off, Py_ssize_t rows, Py_ssize_t cols,
@@ -685,7 +1181,22 @@ def pack_nz_raw(cnp.ndarray src, Py_ssize_t src_off, Py_ssize_t rows, Py_ssize_t
                          f"{c1 * r16 * 32} B at byte {dst_off} of {dst_buf.shape[0]} are out of range")
     cdef const char* s = <const char*>cnp.PyArray_DATA(src) + src_off * item
     cdef char* d = <char*>cnp.PyArray_DATA(dst_buf) + dst_off
-    cdef Py_ssize_t R, rend, row, C, nfull = cols // c0, row_bytes = stride * item
+    cdef npulab_task* t
+    if _deferring:
+        t = _task_slot()
+        t.op, t.s, t.d = _OP_PACK, s, d
+        t.a[0], t.a[1], t.a[2], t.a[3] = rows, cols, stride * item, item
+        t.a[4] = c0
+        _commit(src, dst_buf)
+    else:
+        _pack_nz_core(s, rows, cols, stride * item, item, c0, d)
+    return None
+
+
+cdef void _pack_nz_core(const char* s, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t row_bytes,
+                        Py_ssize_t item, Py_ssize_t c0, char* d) noexcept nogil:
+    cdef Py_ssize_t r16 = (rows + 15) // 16 * 16, c1 = (cols + c0 - 1) // c0
+    cdef Py_ssize_t R, rend, row, C, nfull = cols // c0
     if rows % 16 or cols % c0:
         memset(d, 0, c1 * r16 * 32)
     R = 0
@@ -701,4 +1212,4 @@ def pack_nz_raw(cnp.ndarray src, Py_ssize_t src_off, Py_ssize_t rows, Py_ssize_t
         for row in range(rows):
             memcpy(d + (nfull * r16 + row) * 32, s + row * row_bytes + nfull * 32,
                    (cols - nfull * c0) * item)
-    return None
+

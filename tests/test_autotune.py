@@ -117,3 +117,5 @@ def test_functional_bench_row_compares_with_numpy_on_both_thread_settings():
     one = row["one_thread"]
     assert one is not None and one["vs_numpy_ratio"] == pytest.approx(one["sim_seconds"] / one["numpy_seconds"])
     assert row["blas_threads"] is None or row["blas_threads"] >= 1
+    assert row["worker"] is True            # this machine has numpy's OpenBLAS and pthreads
+    assert row["blas_threads"] == bench._blas_threads()     # the launches set BLAS back

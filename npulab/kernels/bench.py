@@ -85,9 +85,11 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip="910", seed: int = 0, repeat: int
     template is race-checked in tests/test_matmul.py. The same run with the checker on is
     reported beside it (``race_checked_seconds``, ``race_checked_vs_numpy_ratio``).
 
-    numpy's BLAS runs on every host core (``blas_threads``); the simulator issues its
-    instructions from one Python thread (its own products use BLAS too). ``one_thread`` repeats
-    the comparison with BLAS held to one thread on both sides: the per-core ratio."""
+    numpy's BLAS runs on every host core (``blas_threads``). The simulator uses two host
+    threads: Python issues the instructions while a worker runs the cube path's byte moves and
+    half of each product (README, "How the simulator uses your machine"; ``worker`` in the row
+    says whether it ran). ``one_thread`` repeats the comparison with numpy's BLAS held to one
+    thread: the simulator keeps its worker, so that ratio is not per core."""
     rng = np.random.default_rng(seed)
     m, n, k = shape
     a = rng.standard_normal((1, m, k)).astype(np.float16)
@@ -122,8 +124,16 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip="910", seed: int = 0, repeat: int
                method=f"each side warmed up once, then the best of {repeat} runs of it",
                blas_threads=threads, target_ratio=TARGET_RATIO, meets_target=sim_s / np_s <= TARGET_RATIO,
                race_checked_seconds=checked_s, race_checked_vs_numpy_ratio=checked_s / np_s,
+               worker=_worker_used(),
                one_thread=one, max_abs_err=err)
     return row
+
+
+def _worker_used() -> bool:
+    """Whether functional launches run the worker thread here (formats.deferred_moves)."""
+    from .. import formats as F
+    with F.deferred_moves():
+        return F._fast is not None and F._fast.deferring()
 
 
 def _blas_threads() -> int | None:

@@ -6,6 +6,7 @@ through :func:`current`.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 
@@ -18,13 +19,23 @@ class KernelContext:
     pipes: list = field(default_factory=list)
 
 
-_stack: list[KernelContext] = []
+# one stack per host thread: launches from two threads at once each see their own kernel
+_local = threading.local()
+
+
+def stack() -> list[KernelContext]:
+    """This thread's contexts, innermost last (``launch`` pushes one per block)."""
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
 
 
 def current() -> KernelContext:
-    if not _stack:
+    s = getattr(_local, "stack", None)
+    if not s:
         raise RuntimeError("kernel-language calls only work inside a kernel run by npulab.lang.launch(...)")
-    return _stack[-1]
+    return s[-1]
 
 
 def get_block_idx() -> int:

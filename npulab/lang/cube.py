@@ -25,6 +25,8 @@ reads the L0C tile, so a K loop costs one BLAS call instead of one per step.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import formats as F
@@ -63,9 +65,9 @@ def _gm_view(g: GlobalTensor, rows: int, cols: int, stride: int) -> np.ndarray |
     data = g.writable()
     if data is None:
         return None
-    return np.lib.stride_tricks.as_strided(data[g.offset:], shape=(rows, cols),
-                                           strides=(stride * data.itemsize, data.itemsize),
-                                           writeable=True)
+    item = data.itemsize                   # (the callers checked that the tile fits)
+    return np.ndarray((rows, cols), dtype=data.dtype, buffer=data, offset=g.offset * item,
+                      strides=(stride * item, item))
 
 
 def _need(t, cls, where, what):
@@ -110,9 +112,9 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
         raise ShapeError(f"{what}: the tile reaches {span} elements past {src!r}, which holds {src.size}")
     ctx = current()
     dev, core = ctx.device, ctx.core
-    if dev.functional and src.root.data is not None:
-        try:
-            _pack_nz(src.root.data, src.offset, rows, cols, stride, dst.buffer.data, dst.offset, c0)
+    if dev.functional and src.root._data is not None:
+        try:                               # a deferred move (formats.deferred_moves): no sync
+            _pack_nz(src.root._data, src.offset, rows, cols, stride, dst.buffer.array(), dst.offset, c0)
         except ValueError as exc:
             raise ShapeError(str(exc)) from None
     moved = rows * (-(-cols * dst.itemsize // 32) * 32)           # whole 32-byte blocks per row
@@ -151,8 +153,8 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
     window, issue_args, issue_kw = plan
     if dev.functional:                     # one pass: NZ window -> ZZ / ZN (formats.nz_window_into)
         try:
-            _nz_window(src.buffer.data, window[0], window[1], window[2], window[3], window[4],
-                       window[5], window[6], window[7], window[8], window[9], dst.buffer.data,
+            _nz_window(src.buffer.array(), window[0], window[1], window[2], window[3], window[4],
+                       window[5], window[6], window[7], window[8], window[9], dst.buffer.array(),
                        window[10], window[11], window[12], window[13], window[14])
         except ValueError as exc:
             raise ShapeError(str(exc)) from None
@@ -353,6 +355,8 @@ class _Chain:
         """Make room for k more columns; return the first free one."""
         u = self.used
         if u + k > self.a.shape[1]:
+            if F.PENDING:                  # queued moves may still be writing the old arrays
+                F.sync()
             cap = max(2 * self.a.shape[1], u + k)
             a = np.empty((self.a.shape[0], cap), dtype=self.a.dtype)
             a[:, :u] = self.a[:, :u]
@@ -371,6 +375,25 @@ def _chains(buffer) -> dict:
     return chains
 
 
+_SCRATCH = threading.local()               # per host thread: (m, n) float32 arrays for products
+
+
+def _product(a, b):
+    """a @ b: float32 chains through formats.product_into (the worker takes half the rows)."""
+    if a.dtype != np.float32 or F._fast is None:
+        if F.PENDING:                      # the chain's widening moves may still be queued
+            F.sync()
+        return a @ b
+    shape = (a.shape[0], b.shape[1])
+    scratch = getattr(_SCRATCH, "products", None)
+    if scratch is None:
+        scratch = _SCRATCH.products = {}
+    out = scratch.get(shape)
+    if out is None:
+        out = scratch[shape] = np.empty(shape, dtype=np.float32)
+    return F._fast.product_into(a, b, out)
+
+
 def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
     """Multiply out every deferred mmad chain in ``buffer`` (L0C) that overlaps bytes [lo, hi)."""
     chains = getattr(buffer, "_mmad_chains", None)
@@ -380,7 +403,7 @@ def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
     for key in [k for k, c in chains.items() if c.lo < hi and lo < c.hi]:
         c = chains.pop(key)
         u = c.used
-        prod = c.a[:, :u] @ c.b[:u]
+        prod = _product(c.a[:, :u], c.b[:u])
         _CHAIN_STORE[(c.m1, c.n1, c.a.dtype.type)] = (c.a, c.b)
         exact_int = c.a.dtype == np.float64
         n1, m16 = c.n1, c.m1 * FRACTAL
@@ -412,10 +435,10 @@ def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
     u = chain.room(k)
     if dt == _F16:                         # the hot case: one widening pass each, in Cython
         try:
-            _unpack_f16(a.buffer.data, a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0, False,
+            _unpack_f16(a.buffer.array(), a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0, False,
                         False)
             # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
-            _unpack_f16(b.buffer.data, b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL, False,
+            _unpack_f16(b.buffer.array(), b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL, False,
                         True)
         except ValueError as exc:
             raise ShapeError(str(exc)) from None
@@ -494,7 +517,7 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
                          f"of dst, which holds {dst.size}")
     ctx = current()
     dev, core = ctx.device, ctx.core
-    if dev.functional and (not to_gm or dst.root.data is not None):
+    if dev.functional and (not to_gm or dst.root._data is not None):
         flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL * FRACTAL * 4)
         z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]
         if to_gm:

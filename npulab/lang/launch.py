@@ -11,12 +11,14 @@ A kernel declares what it runs on, as Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 from typing import NamedTuple
 
 import numpy as np
 
 from ..sim.device import DEFAULT_BUDGET, Device
+from ..formats import deferred_moves
 from ..sim.trace import Trace
 from . import context
 from .tensor import GlobalTensor
@@ -69,7 +71,9 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _run_blocks(dev, kernel, gm_args, int(block_dim))
+        # functional: the cube path's numerics run on a worker thread (formats.deferred_moves)
+        with deferred_moves() if dev.functional else contextlib.nullcontext():
+            _run_blocks(dev, kernel, gm_args, int(block_dim))
         trace = dev.finish()
     finally:
         dev.release()
@@ -94,19 +98,20 @@ def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:
     """Run the kernel body once per block on core ``block_idx % cores``, each block's TPipes
     destroyed and its end barrier issued after it."""
     n_cores = dev.active_cores
+    contexts = context.stack()
     try:
         for b in range(block_dim):
             core = dev.core_for_block(b)
             core.block_idx = b
             ctx = context.KernelContext(dev, core, b, block_dim)
-            context._stack.append(ctx)
+            contexts.append(ctx)
             try:
                 kernel(*gm_args)
                 for p in ctx.pipes:
                     p.destroy()
                 core.end_block()
             finally:
-                context._stack.pop()
+                contexts.pop()
             if b + n_cores >= block_dim:
                 # the core's last block: its bytes go to the next core, still in the host's cache
                 dev.recycle_buffers(core)

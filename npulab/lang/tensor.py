@@ -11,6 +11,7 @@ from enum import Enum
 import numpy as np
 
 from ..errors import ShapeError
+from ..formats import PENDING as _PENDING, sync as _sync
 from ..sim.isa import Pipe
 
 DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.int32)}
@@ -85,6 +86,8 @@ class GlobalTensor:
     @property
     def data(self) -> np.ndarray | None:
         """The whole allocation's elements (the root's array; None in timing-only mode)."""
+        if _PENDING:                        # moves still queued for the worker (formats.sync)
+            _sync()
         return self.root._data
 
     @property
@@ -96,6 +99,8 @@ class GlobalTensor:
         """The allocation's array, ready to be written: a borrowed array is copied first (copy
         on write), so a launch never writes the caller's numpy array."""
         r = self.root
+        if _PENDING:
+            _sync()
         if r._borrowed:
             r._data, r._borrowed = r._data.copy(), False
         return r._data
@@ -135,7 +140,7 @@ class GlobalTensor:
     def numpy(self, write: bool = False) -> np.ndarray | None:
         """The elements of this window (a view), or None in timing-only mode; ``write=True``
         for a view to write through (see :meth:`writable`)."""
-        data = self.writable() if write else self.root._data
+        data = self.writable() if write else self.data
         return None if data is None else data[self.offset: self.offset + self.size]
 
     def __repr__(self) -> str:

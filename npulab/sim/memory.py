@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AlignmentError, BufferOverflowError
+from ..formats import PENDING as _PENDING, sync as _sync, zero_bytes as _zero
 
 
 @dataclass(slots=True)
@@ -70,6 +71,13 @@ class Buffer:
 
     @property
     def data(self) -> np.ndarray | None:
+        if _PENDING:                 # moves still queued for the worker (formats.sync)
+            _sync()
+        return self.array()
+
+    def array(self) -> np.ndarray | None:
+        """``data`` without waiting for queued moves: for the deferred moves themselves, which
+        the worker runs in order."""
         d = self._data
         if d is None and self.functional:
             free = _POOL.get(self.capacity)
@@ -86,7 +94,7 @@ class Buffer:
         chains = getattr(self, "_mmad_chains", None)
         if chains:
             chains.clear()
-        d[:self.high] = 0
+        _zero(d, self.high)          # queued behind the moves still writing d, when deferring
         self.high = 0
         free = _POOL.setdefault(self.capacity, [])
         if len(free) < _POOL_KEEP:
