@@ -112,7 +112,7 @@ def test_gantt_bars_are_the_work_instructions(small_trace, core):
         # Add's copies, and its vector instructions' start-up (latency: lang.vector)
         assert bool(strip) == (p in (Pipe.MTE2, Pipe.MTE3, Pipe.V))
     # the Add kernel really works on MTE2, VECTOR and MTE3 and stalls on its queues
-    assert len(_collection_x(ax, "VECTOR work")) > 10 and len(_collection_x(ax, "MTE3 wait")) > 10
+    assert len(_collection_x(ax, "VECTOR work")) > 10 and len(_collection_x(ax, "VECTOR wait")) > 10
     texts = [t.get_text() for t in ax.texts if t.get_visible()]
     assert any(t.startswith("deque in_x") for t in texts)
 

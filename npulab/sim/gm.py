@@ -5,20 +5,21 @@ settled when the launch finishes, because what one copy costs depends on all the
 
 * **Cores share GM.** With ``a`` cores active, each core gets ``gm_bytes_per_cycle / a`` (the
   cores of the launch: AIV cores for a vector-only kernel on a split chip, see ``cores_for``).
-* **A core's reads and writes share its part while both are under way.** A read issued
-  before the core's first write (in program order) is filling the pipeline: the core has no
-  write to share with yet, so it has the core's whole part. A write issued after the core's
-  last read is draining it, with the whole part too. Between the two, reads (MTE2) and writes
-  (MTE3, FixPipe) split the part in proportion to the bytes each direction moves there, but
-  only while the other direction is moving bytes too: once every core is scheduled, each such
-  copy is given the split part for the fraction of its time the other direction overlapped it
-  and the whole part for the rest, and the core is scheduled again, until nothing changes
-  (:meth:`GmTraffic.refine`; the overlap a copy is charged only grows from pass to pass, so
-  no pass moves bytes faster than the share). A streaming kernel such as Add therefore
-  reaches the GM roofline and never passes it, and a kernel that must read a large first
-  tile before it can write anything is not charged as if part of its bandwidth were reserved
-  for writes that have not started. (Chosen simplification: cores still split HBM evenly,
-  whatever the others are doing.)
+* **A core's reads and writes share its part while both are under way.** Reads (MTE2) and
+  writes (MTE3, FixPipe) split the part in proportion to the bytes each direction moves on
+  that core, but only while the other direction is moving bytes too: once every core is
+  scheduled, each copy is given the split part for the fraction of its time the other
+  direction overlapped it and the whole part for the rest, and the core is scheduled again,
+  until nothing changes (:meth:`GmTraffic.refine`; the overlap a copy is charged only grows
+  from pass to pass, so no pass moves bytes faster than the share). The first schedule
+  guesses from program order: a read issued before the core's first write (filling the
+  pipeline) and a write issued after its last read (draining it) start with the whole part,
+  the others with the split part; the passes then charge every copy for the overlap it
+  really met, a read-ahead that runs beside a write included. A streaming kernel such as Add
+  therefore reaches the GM roofline and never passes it, and a kernel that must read a large
+  first tile before it can write anything is not charged as if part of its bandwidth were
+  reserved for writes that have not started. (Chosen simplification: cores still split HBM
+  evenly, whatever the others are doing.)
 * **L2 serves repeats.** Reads are replayed through an LRU cache of ``l2_bytes`` in an
   interleaved order (the j-th read of every core at about the same time, cores in index
   order). A miss fetches from HBM; a later read of the same range before eviction is a hit.
@@ -123,11 +124,11 @@ class GmTraffic:
         for ci, idx, pipe, nbytes in self.writes:
             rate, startup = rates[Pipe(pipe)]
             copies.append((ci, idx, False, nbytes / rate, nbytes, startup, shared_write(ci, idx)))
-        # HBM bytes each direction moves in the middle of each core's stream
+        # HBM bytes each direction moves on each core: while both directions move bytes, they
+        # split the core's part in this proportion (the two fractions add up to one)
         moved = {d: {c.index: 0.0 for c in dev.cores} for d in (True, False)}
-        for ci, _, is_read, _, nbytes, _, shared in copies:
-            if shared:
-                moved[is_read][ci] += nbytes
+        for ci, _, is_read, _, nbytes, _, _ in copies:
+            moved[is_read][ci] += nbytes
         durs = {c.index: c.dur for c in dev.cores}      # writable views of the columns
         lats = {c.index: c.lat for c in dev.cores}
 
@@ -139,11 +140,12 @@ class GmTraffic:
         self._share = share
         for ci, idx, is_read, floor, nbytes, startup, shared in copies:
             self._by_core[ci][0 if is_read else 1].append(idx)
-            mine = share
-            if shared:
-                total = moved[True][ci] + moved[False][ci]
-                mine = share * moved[is_read][ci] / total if total else share
-                self._shared[ci].append((idx, is_read, floor, nbytes, mine / share))
+            total = moved[True][ci] + moved[False][ci]
+            part = moved[is_read][ci] / total if total else 1.0
+            # every copy is checked against the schedule (refine): a read issued before the
+            # first write can still run while a write does (a read-ahead waits for a buffer)
+            self._shared[ci].append((idx, is_read, floor, nbytes, part))
+            mine = share * part if shared else share
             durs[ci][idx] = int(-(-max(floor, nbytes / mine) // 1))
             lats[ci][idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
