@@ -135,6 +135,7 @@ class GmTraffic:
         # the copies whose part depends on what the other direction does meanwhile, per core:
         # (instruction, is a read, floor cycles, HBM bytes, the part's fraction of the share)
         self._shared = {c.index: [] for c in dev.cores}
+        self._middle = {c.index: False for c in dev.cores}   # any copy started at the split part
         self._by_core = {c.index: ([], []) for c in dev.cores}   # (read, write) instructions
         self._overlap: dict = {}
         self._share = share
@@ -145,6 +146,7 @@ class GmTraffic:
             # every copy is checked against the schedule (refine): a read issued before the
             # first write can still run while a write does (a read-ahead waits for a buffer)
             self._shared[ci].append((idx, is_read, floor, nbytes, part))
+            self._middle[ci] |= shared
             mine = share * part if shared else share
             durs[ci][idx] = int(-(-max(floor, nbytes / mine) // 1))
             lats[ci][idx] = int(startup)
@@ -168,6 +170,11 @@ class GmTraffic:
         start = np.asarray(start, dtype=np.float64)
         dur = np.asarray(core.dur, dtype=np.float64)
         rd_i, wr_i = (np.asarray(x, dtype=np.int64) for x in self._by_core[core.index])
+        if not self._middle[core.index] and self._overlap.get(core.index) is None and (
+                not len(rd_i) or not len(wr_i) or
+                (start[rd_i] + dur[rd_i]).max() <= start[wr_i].min() or
+                (start[wr_i] + dur[wr_i]).max() <= start[rd_i].min()):
+            return False        # every copy has the whole share and no read meets a write
         busy = {True: _union(start[rd_i], start[rd_i] + dur[rd_i]),
                 False: _union(start[wr_i], start[wr_i] + dur[wr_i])}
         idx, is_read, floor, nbytes, frac = (np.asarray(col) for col in zip(*shared))
