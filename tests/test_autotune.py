@@ -107,7 +107,8 @@ def test_functional_bench_row_compares_with_numpy_on_both_thread_settings():
     """The functional row of `npulab bench kernels` (run small here): the simulator's product
     equals numpy's float32 one to fp32 rounding, and both ratios are measured."""
     from npulab.kernels import bench
-    row = bench.functional_vs_numpy(shape=(48, 80, 64), repeat=1)
+    row = bench.functional_vs_numpy(shape=(48, 80, 64), repeat=1, rounds=2)
+    assert "2 rounds of 1 runs" in row["method"]
     assert row["mode"] == "functional" and list(row["shape"])[-3:] == [48, 80, 64]
     # C is fp16: the error is the output rounding, half an ulp of |c| <= 32 (2^-6)
     assert row["max_abs_err"] <= 2.0 ** -6
