@@ -13,6 +13,7 @@ compare the ratios measured side by side in one run.
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import replace
 
@@ -76,9 +77,18 @@ def _side_by_side(rounds: int, per_round: int, *fns) -> list[float]:
     for fn in fns:
         fn()
     best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            best[i] = min(best[i], _best_of(per_round, fn))
+    # as timeit does: no cyclic garbage collection while timing (a pass over what earlier
+    # rows left would land on whichever side allocated last), after one collection now
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for i, fn in enumerate(fns):
+                best[i] = min(best[i], _best_of(per_round, fn))
+    finally:
+        if collecting:
+            gc.enable()
     return best
 
 
