@@ -638,8 +638,9 @@ cdef bint _enabled = os.environ.get("NPULAB_WORKER", "1") != "0"
 
 def set_worker(bint enabled) -> bool:
     """Use the worker thread in later launches, or not (the ``NPULAB_WORKER`` environment
-    variable sets the start value; 0 turns it off); returns the previous setting. Results are
-    the same either way, bit for bit: the tests run kernels both ways."""
+    variable sets the start value; 0 turns it off); returns the previous setting. Traces are
+    the same either way; results agree to float32 rounding (the split product, see
+    ``product_into``): tests/test_worker.py runs kernels both ways."""
     global _enabled
     sync()
     prev, _enabled = _enabled, enabled
@@ -684,12 +685,9 @@ def product_into(a, b, cnp.ndarray out):
     cdef float* cp
     # (numpy's matmul calls gemv, not gemm, for a single column: leave those to it)
     if m < 32 or n < 2 or k < 1 or A.strides[1] != 4 or B.strides[1] != 4 or A.strides[0] % 4 \
-            or B.strides[0] % 4 or lda < k or ldb < n or not _deferring or not _find_blas():
+            or B.strides[0] % 4 or lda < k or ldb < n or not _deferring or not _find_blas() \
+            or not _worker_ready():
         sync()                           # queued moves may still be filling a and b
-        np.matmul(A, B, out=out)
-        return out
-    if not _worker_ready():
-        sync()
         np.matmul(A, B, out=out)
         return out
     ap, bp, cp = <const float*>cnp.PyArray_DATA(A), <const float*>cnp.PyArray_DATA(B), <float*>cnp.PyArray_DATA(out)
