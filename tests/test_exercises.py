@@ -16,6 +16,7 @@ import pytest
 
 import npulab
 from npulab import lang
+from npulab.chips import get_chip
 from npulab.kernels.elementwise import AddTiling, KernelAdd
 from npulab.labs import check, lab02, lab04, lab07
 from npulab.labs.check import REGISTRY, same_code
@@ -601,3 +602,21 @@ def test_learner_notebook_runs_and_every_check_says_not_attempted(nb_path):
     for lab, name, cell in cells:
         text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
         assert text.startswith(f"NOT ATTEMPTED YET  {name}: "), f"{nb_path.name}, check.{lab}.{name}: {text!r}"
+
+
+def test_lab07_vector_time_accounts_for_every_cycle_of_layer_norm():
+    # lab 07's breakdown of fp16 LayerNorm's cycles on core 0 (BERT rows on the 910): the
+    # repeats and the waits, sorted by what they wait for, add up to the core's cycles with
+    # next to nothing left over; every automatic barrier costs one vector start-up, and the
+    # vector unit waits for the first tile before anything else
+    r = lab07.layer_norm_pipelining()
+    chip = get_chip("910")
+    for how in ("one tile at a time", "interleaved"):
+        t, row = r[how]["time"], r[how]
+        assert t["busy"] == row["vector_busy"] and t["cycles"] >= row["cycles"] * 0.99
+        assert t["busy"] + t["barriers"] + t["copy_in"] + t["copy_out"] + t["other"] == t["cycles"]
+        assert 0 <= t["other"] < 0.01 * t["cycles"]
+        assert t["barriers"] == row["auto_barriers"] * chip.vector.startup_cycles
+        assert 0 < t["first_tile"] <= t["copy_in"] + t["busy"]
+        assert t["copy_out"] > 0
+    assert r["interleaved"]["time"]["barriers"] < r["one tile at a time"]["time"]["barriers"]

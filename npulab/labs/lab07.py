@@ -6,7 +6,8 @@ GELU's two forms measured against float64.
 * :func:`vector_program`: the vector instructions of one tile of a row kernel, from a trace;
 * :class:`RmsNormStages` (= the package's RMSNorm kernel, whose ``compute_rows`` a subclass
   replaces), :func:`run_rms_norm`, :func:`rms_norm_reference`;
-* :func:`gelu_erf64`, :func:`gelu_tanh64`, :func:`gelu_errors`, :func:`gelu_cycles`.
+* :func:`gelu_erf64`, :func:`gelu_tanh64`, :func:`gelu_errors`, :func:`gelu_cycles`;
+* :func:`layer_norm_pipelining`, :func:`vector_time`: where fp16 LayerNorm's cycles go.
 """
 from __future__ import annotations
 
@@ -148,10 +149,38 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = "910") -> dict:
     return out
 
 
+def vector_time(trace, core: int = 0) -> dict:
+    """Where the vector pipe of ``core`` spent the kernel's cycles, from the trace: ``busy``
+    (its repeats), and its waits (wait_flag instructions on the V pipe, by what they wait
+    for): ``barriers`` (automatic PIPE_V barriers: a step waiting for the result of the one
+    before), ``copy_in`` (deque: a tile not yet copied in; ``first_tile`` of it before the
+    first tile arrived), ``copy_out`` (a slot not yet copied out and freed, and the end of the
+    block waiting for the last copies out), ``other`` (the rest: start-ups no wait covers).
+    The parts add up to ``cycles``, the core's end."""
+    on = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == int(Kind.WAIT)))
+    parts = {"barriers": 0, "copy_in": 0, "copy_out": 0}
+    first = None
+    for i in on:
+        name, took = trace.name[i], int(trace.end[i] - trace.start[i])
+        if name.startswith("pipe_barrier"):
+            parts["barriers"] += took
+        elif name.startswith("deque"):
+            parts["copy_in"] += took
+            if first is None and took and not name.startswith("deque in_gamma"):
+                first = int(trace.end[i])
+        elif name.startswith(("release", "alloc_tensor")):
+            parts["copy_out"] += took
+    cycles = int(trace.core_cycles[core])
+    busy = int(trace.busy_cycles(core)[Pipe.V])
+    return {"cycles": cycles, "busy": busy, **parts, "first_tile": first or 0,
+            "other": cycles - busy - sum(parts.values())}
+
+
 def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = "910") -> dict:
     """fp16 LayerNorm at ``shape`` in timing mode, one tile in the vector unit at a time
     (``in_flight=1``) and with the tiles interleaved as the package's tiling does by default:
-    cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0; and
+    cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and
+    ``time``, where core 0's vector pipe spent the cycles (:func:`vector_time`); and
     ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the chip's GM rate."""
     x, g = np.zeros(shape, np.float16), np.zeros(shape[1], np.float16)
     out = {"gm_bound": round((2 * x.nbytes + 2 * g.nbytes) / get_chip(chip).memory.gm_bytes_per_cycle)}
@@ -161,7 +190,8 @@ def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = "910") -> dict:
         sets = np.flatnonzero((tr.core == 0) & (tr.kind == int(Kind.SET)))
         out[label] = {"in_flight": t.in_flight, "cycles": int(tr.cycles),
                       "vector_busy": int(tr.busy_cycles(0)[Pipe.V]),
-                      "auto_barriers": sum(1 for i in sets if tr.name[i] == "pipe_barrier V (auto)")}
+                      "auto_barriers": sum(1 for i in sets if tr.name[i] == "pipe_barrier V (auto)"),
+                      "time": vector_time(tr, 0)}
     return out
 
 
@@ -172,4 +202,4 @@ def fp16_exp_limit() -> float:
 
 __all__ = ["softmax_reference", "softmax_naive", "softmax_logits", "vector_program", "RmsNormStages",
            "rms_inputs", "rms_norm_reference", "run_rms_norm", "gelu_erf64", "gelu_tanh64", "gelu_grid",
-           "gelu_errors", "gelu_cycles", "layer_norm_pipelining", "fp16_exp_limit"]
+           "gelu_errors", "gelu_cycles", "vector_time", "layer_norm_pipelining", "fp16_exp_limit"]
