@@ -22,10 +22,12 @@ from .. import formats as F
 from ..chips import get_chip
 from ..kernels import bench_conv
 from ..kernels.conv import make_problem, pack_input, simulate
-from ..kernels.conv_tiling import default_tiling, map_copies, tile_boxes
+from ..kernels.conv_tiling import block_work, default_tiling, map_copies, tile_boxes
 from ..lang import A1, A2, Pipe, Queue, launch
 from ..lang.conv_load import Fmatrix, data_copy_strided, load_3d
 from ..lang.cube import macs_per_cycle
+from ..sim.isa import Kind
+from ..sim.isa import Pipe as HwPipe
 
 SEED = 0
 C0 = 16                          # fp16: 32 bytes of channels
@@ -253,7 +255,8 @@ def buffer_table(t, chip=TILING_CHIP) -> str:
 # -- the measure: batch 1 against batch 32 ---------------------------------------------------------
 def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = "910") -> list[dict]:
     """Each layer at each batch, default tiling, timing mode: the conv as a matmul (M, N, K),
-    block tiles against cores, cycles, utilization of the cube and the best the HBM allows."""
+    the most block tiles a core computes (``tiles``) and the cores that compute any
+    (``busy_cores``), cycles, utilization of the cube and the best the HBM allows."""
     c = get_chip(chip)
     rows = []
     for name in layers:
@@ -264,11 +267,28 @@ def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = "910
             macs = t.m * cout * cin * k * k
             lb = macs / (c.ai_cores * macs_per_cycle(c, np.float16))
             roof = max(lb, bench_conv.roofline_cycles(t, c))
+            per_core = [len(block_work(t, blk)) for blk in range(t.block_dim)]
             rows.append({"layer": name, "batch": b, "m": t.m, "n": cout, "k": t.k,
-                         "tiles": t.core_loops, "busy_cores": min(c.ai_cores, t.core_loops),
+                         "tiles": max(per_core), "busy_cores": sum(1 for n in per_core if n),
                          "cycles": int(cycles), "utilization": lb / cycles, "roofline": lb / roof,
                          "macs_per_byte": macs / (bench_conv.roofline_cycles(t, c) * c.memory.gm_bytes_per_cycle)})
     return rows
+
+
+def core_timeline(name: str, batch: int, chip: str = "910", core: int = 0) -> dict:
+    """Layer ``name`` at ``batch``, default tiling, timing mode, on ``core``: when its first
+    mmad starts and its last ends, when the core finishes, its block tiles, and the busy cycles
+    of MTE2 (GM -> L1), MTE1 (img2col and weight loads into L0), the cube and FixPipe."""
+    c = get_chip(chip)
+    t = default_tiling(layer_problem(name, batch), c)
+    tr = simulate(t, c)
+    on = (tr.core == core) & (tr.kind == int(Kind.WORK)) & (tr.end > tr.start)
+    mm = np.flatnonzero(on & (tr.pipe == int(HwPipe.M)))
+    busy = tr.busy_cycles(core)
+    return {"layer": name, "batch": batch, "tiles": len(block_work(t, core)),
+            "first_mmad": int(tr.start[mm].min()), "last_mmad_end": int(tr.end[mm].max()),
+            "end": int(tr.core_cycles[core]), "cycles": int(tr.cycles),
+            "busy": {p.name: int(busy[p]) for p in (HwPipe.MTE2, HwPipe.MTE1, HwPipe.M, HwPipe.FIX)}}
 
 
 def print_batch_table(rows) -> None:
