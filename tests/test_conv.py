@@ -426,7 +426,7 @@ def test_registered_and_cached():
     (lambda x, w: ops.conv2d(x, w, groups=3), "groups=3 must divide"),
     (lambda x, w: ops.conv2d(x, w, stride=2, padding="same"), "padding='same' needs stride 1"),
     (lambda x, w: ops.conv2d(x, w, padding="full"), "padding must be 'same', 'valid'"),
-    (lambda x, w: ops.conv2d(x, w, stride=0), "stride must be"),
+    (lambda x, w: ops.conv2d(x, w, stride=0), "stride must be positive, got 0"),
     (lambda x, w: ops.conv2d(x, w, np.ones(3)), r"bias must have shape \(8,\)"),
     (lambda x, w: ops.conv2d(x, w, scale=0.5), "scale= .* is for int8"),
     (lambda x, w: ops.conv2d(x[:, :, :2, :2], w), "the dilated kernel must fit"),
@@ -440,6 +440,69 @@ def test_errors(call, match):
     w = np.ones((8, 4, 3, 3), np.float16)
     with pytest.raises(ShapeError, match=match):
         call(x, w)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ops.conv_transpose2d(np.ones((1, 4, 1, 1), np.float32), np.ones((4, 2, 1, 1), np.float32), padding=2),
+     r"^conv_transpose2d: the output would be \(-3, -3\) for input \(1, 4, 1, 1\), weight \(4, 2, 1, 1\), "
+     r"stride \(1, 1\), padding \(2, 2\), output_padding \(0, 0\), dilation \(1, 1\): .*lower the padding"),
+    (lambda: ops.conv2d(np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 7, 7), np.float32)),
+     r"^conv2d: the output would be \(-1, -1\) for input \(1, 2, 5, 5\), weight \(3, 2, 7, 7\), stride "
+     r"\(1, 1\), padding 0, dilation \(1, 1\): the dilated kernel must fit the padded input"),
+    (lambda: ops.conv2d(np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32), dilation=3),
+     r"^conv2d: .*dilation \(3, 3\): the dilated kernel must fit the padded input \(dilation x \(k - 1\) \+ 1 = "
+     r"\(7, 7\), padded input \(5, 5\)\)"),
+    (lambda: ops.conv3d(np.ones((1, 2, 3, 3, 3), np.float32), np.ones((3, 2, 4, 4, 4), np.float32), padding=(0, 1, 1)),
+     r"^conv3d: the output would be \(0, 2, 2\) for input \(1, 2, 3, 3, 3\), weight \(3, 2, 4, 4, 4\), .*padding "
+     r"\(0, 1, 1\)"),
+    (lambda: ops.conv2d_bn_relu(np.ones((1, 2, 2, 2), np.float32), np.ones((3, 2, 3, 3), np.float32), None,
+                                np.zeros(3), np.ones(3)),
+     r"^conv2d_bn_relu: the output would be \(0, 0\) for input \(1, 2, 2, 2\)"),
+])
+def test_kernel_too_large_names_the_users_op_and_shapes(call, match):
+    with pytest.raises(ShapeError, match=match) as info:
+        call()
+    assert "conv:" not in str(info.value)
+
+
+@pytest.mark.parametrize("name, value", [("stride", True), ("stride", "2"), ("stride", 1.5), ("stride", (1, 2.0)),
+                                         ("dilation", (1, 1, 1)), ("padding", [1, "1"]), ("groups", True)])
+def test_int_arguments_are_ints(name, value):
+    x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((2, 2, 3, 3), np.float32)
+    with pytest.raises(ShapeError, match=rf"^conv2d: {name} must be (an int or a tuple of 2 ints|a positive int)"):
+        ops.conv2d(x, w, **{name: value})
+    with pytest.raises(ShapeError, match=rf"^conv_transpose2d: {name} must be"):
+        ops.conv_transpose2d(x, w, **{name: value})
+    y = ops.conv2d(x, w, stride=(2,), padding=[1], dilation=np.int64(1), chip="teach")    # torch takes these
+    assert y.shape == tuple(TF.conv2d(_torch(x), _torch(w), stride=(2,), padding=[1]).shape) == (1, 2, 3, 3)
+
+
+@pytest.mark.parametrize("fn, x_shape, w_shape, kw", [
+    (ops.conv2d, (0, 4, 6, 6), (8, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+    (ops.conv3d, (0, 2, 3, 4, 4), (3, 2, 2, 2, 2), {}),
+    (ops.conv_transpose2d, (0, 4, 3, 3), (4, 2, 3, 3), dict(stride=2, output_padding=1)),
+])
+@pytest.mark.parametrize("dtype", [np.float16, np.int8])
+def test_empty_batch_gives_an_empty_output_without_a_launch(fn, x_shape, w_shape, kw, dtype):
+    x, w = np.ones(x_shape, dtype), np.ones(w_shape, dtype)
+    ref = getattr(TF, fn.__name__)(_torch(x), _torch(w), **kw)
+    y, trace = fn(x, w, chip="teach", return_trace=True, **kw)
+    assert y.shape == tuple(ref.shape) and y.dtype == (np.int32 if dtype == np.int8 else dtype)
+    assert trace is None
+    with pytest.raises(ShapeError, match=r"the input \(1, 0, 3, 3\) has an empty channel or spatial axis"):
+        ops.conv2d(np.ones((1, 0, 3, 3), np.float32), np.ones((2, 0, 1, 1), np.float32))
+
+
+def test_conv2d_relu_in_the_epilogue():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float16)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float16)
+    b = rng.standard_normal(5).astype(np.float32)
+    ref = _ref2d(x, w, b, 1, 1, 1, 1)
+    assert (ref < 0).any()
+    y, trace = ops.conv2d(x, w, b, padding=1, relu=True, chip="teach", return_trace=True)
+    assert_close(y, np.maximum(ref, 0), unit="cube")
+    assert y.min() == 0
 
 
 @pytest.mark.parametrize("case", [

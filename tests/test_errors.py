@@ -183,3 +183,44 @@ def test_a_full_barrier_also_orders_the_pipes():
     adds = trace.name.index("adds 64")
     copy_in = trace.name.index("data_copy GM->UB 128 B")
     assert trace.start[adds] >= trace.end[copy_in]
+
+
+# -- the interface layer: a bad call is an npulab error that opens with the op or module ---------
+def _bad_calls():
+    import torch
+
+    from npulab import ops
+    from npulab.ops import nn
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    return [
+        (lambda: ops.max_pool2d(x, 2.5), "max_pool2d"),
+        (lambda: ops.avg_pool2d(x, 2, stride="1"), "avg_pool2d"),
+        (lambda: ops.conv2d(x, w, dilation=True), "conv2d"),
+        (lambda: ops.conv2d(x, np.ones((3, 2, 7, 7), np.float32)), "conv2d"),
+        (lambda: ops.conv_transpose2d(np.ones((1, 4, 1, 1), np.float32), np.ones((4, 2, 1, 1), np.float32),
+                                      padding=2), "conv_transpose2d"),
+        (lambda: ops.layer_norm(np.zeros((3, 0), np.float32), 0), "layer_norm"),
+        (lambda: ops.batch_norm(np.ones((4, 3), np.float32), np.zeros(3, np.float32), np.ones(3, np.float32),
+                                None, np.zeros(4, np.float32)), "batch_norm"),
+        (lambda: ops.add(np.ones((3, 4), np.float32), np.ones(5, np.float32)), "add"),
+        (lambda: ops.softmax(np.float32(1.0), 2), "softmax"),
+        (lambda: ops.dispatch("Add", x), "Add"),
+        (lambda: ops.dispatch("Gelu", x, approximate="erf"), "Gelu"),
+        (lambda: nn.Conv2d.from_torch(torch.nn.Conv2d(2, 3, 3, padding_mode="circular")), "Conv2d.from_torch"),
+        (lambda: nn.Conv2d.from_torch(torch.nn.ConvTranspose2d(2, 3, 3)), "Conv2d.from_torch"),
+        (lambda: nn.Conv2d.from_torch(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3, track_running_stats=False)),
+         "Conv2d.from_torch"),
+        (lambda: nn.ConvTranspose2d(4, 6, 3, groups=4), "ConvTranspose2d"),
+        (lambda: nn.LayerNorm(()), "LayerNorm"),
+        (lambda: nn.Softmax.from_torch(torch.nn.Softmax()), "Softmax.from_torch"),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_bad_calls())))
+def test_bad_op_calls_raise_npulab_errors_that_name_the_op(i):
+    call, op = _bad_calls()[i]
+    with pytest.raises(npulab.NpuError) as info:
+        call()
+    assert isinstance(info.value, npulab.ShapeError)
+    assert str(info.value).startswith(op + ":"), str(info.value)

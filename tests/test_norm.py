@@ -204,3 +204,40 @@ def test_layer_norm_interleaves_fp16_tiles_by_default_where_they_fit():
         from npulab.kernels.norm import launch_layer_norm
         t = layer_norm_tiling(64, 768, np.float32, "910", in_flight=2)
         launch_layer_norm(np.zeros((64, 768), np.float32), None, None, t, 1e-5, "910", "timing")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_empty_batches_give_empty_outputs(dtype):
+    x = np.zeros((0, 4), dtype)
+    w = np.ones(4, dtype)
+    for y, ref in [(ops.layer_norm(x, 4, w, w), F.layer_norm(_t(x), (4,), _t(w), _t(w))),
+                   (ops.rms_norm(x, [4], w), F.rms_norm(_t(x), (4,), _t(w))),
+                   (ops.batch_norm(np.zeros((2, 3, 0), dtype), np.zeros(3, dtype), np.ones(3, dtype)),
+                    F.batch_norm(torch.zeros(2, 3, 0), torch.zeros(3), torch.ones(3))),
+                   (ops.batch_norm(np.zeros((0, 3, 2, 2), dtype), np.zeros(3, dtype), np.ones(3, dtype), w[:3]),
+                    F.batch_norm(torch.zeros(0, 3, 2, 2), torch.zeros(3), torch.ones(3), torch.ones(3)))]:
+        assert y.shape == tuple(ref.shape) and y.size == 0 and y.dtype == dtype
+    y, trace = ops.layer_norm(np.zeros((2, 0, 3), dtype), 3, return_trace=True)
+    assert y.shape == (2, 0, 3) and trace is None
+    with pytest.raises(npulab.ShapeError, match=r"layer_norm: normalized_shape \(4,\) must be the last"):
+        ops.layer_norm(np.zeros((0, 5), dtype), 4)         # an empty batch is still checked
+
+
+def test_nothing_to_normalise_is_an_error():
+    with pytest.raises(npulab.ShapeError, match=r"^layer_norm: normalized_shape \(0,\) has no elements"):
+        ops.layer_norm(np.zeros((3, 0), np.float32), 0)
+    with pytest.raises(npulab.ShapeError, match=r"^rms_norm: normalized_shape \(2, 0\) has no elements"):
+        ops.rms_norm(np.zeros((3, 2, 0), np.float32), (2, 0))
+
+
+def test_batch_norm_names_the_vector_that_is_wrong():
+    x = np.ones((4, 3), np.float32)
+    m, v = np.zeros(3, np.float32), np.ones(3, np.float32)
+    with pytest.raises(npulab.ShapeError, match=r"^batch_norm: bias has shape \(4,\); expected \(3,\)"):
+        ops.batch_norm(x, m, v, None, np.zeros(4, np.float32))
+    with pytest.raises(npulab.ShapeError, match=r"^batch_norm: weight has shape \(2,\); expected \(3,\)"):
+        ops.batch_norm(x, m, v, np.ones(2, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(npulab.ShapeError, match="^batch_norm: bias is float16 and the input float32"):
+        ops.batch_norm(x, m, v, None, np.zeros(3, np.float16))
+    y = ops.batch_norm(x, m, v, None, np.full(3, 0.5, np.float32), chip="teach")    # bias without weight
+    assert_close(y, F.batch_norm(_t(x), _t(m), _t(v), None, torch.full((3,), 0.5)).numpy())

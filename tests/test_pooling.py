@@ -94,3 +94,40 @@ def test_pool_errors():
         ops.avg_pool2d(x, 2, divisor_override=3)
     with pytest.raises(npulab.ShapeError, match="scale must be a number"):
         ops.avg_pool2d_scale(x, 2, "big")
+
+
+@pytest.mark.parametrize("name, value", [("kernel_size", 2.5), ("kernel_size", "2"), ("kernel_size", True),
+                                         ("kernel_size", (2, 2.0)), ("kernel_size", (2, 2, 2)), ("stride", "1"),
+                                         ("stride", 1.0), ("padding", (0, False)), ("dilation", [1, None])])
+def test_pool_arguments_must_be_ints(name, value):
+    x = np.ones((1, 1, 6, 6), np.float32)
+    args = dict(kernel_size=2)
+    args[name] = value
+    with pytest.raises(npulab.ShapeError, match=rf"^max_pool2d: {name} must be an int or a tuple of 2 ints, got"):
+        ops.max_pool2d(x, **args)
+    if name != "dilation":
+        with pytest.raises(npulab.ShapeError, match=rf"^avg_pool2d: {name} must be an int or a tuple of 2 ints"):
+            ops.avg_pool2d(x, **args)
+
+
+def test_pool_arguments_as_torch_takes_them():
+    x = _rand((1, 2, 6, 6), np.float32, 3)
+    y = ops.max_pool2d(x, (2,), [1, 2], np.int64(1), (1,), chip="teach")
+    assert np.array_equal(y, F.max_pool2d(torch.tensor(x), (2,), [1, 2], 1, (1,)).numpy())
+    y = ops.avg_pool2d(x, [3, 2], (), 1, chip="teach")                     # stride () = kernel_size
+    assert_close(y, F.avg_pool2d(torch.tensor(x), [3, 2], [], 1).numpy())
+    with pytest.raises(npulab.ShapeError, match="^max_pool2d: padding must be >= 0, got -1"):
+        ops.max_pool2d(x, 2, 2, -1)
+
+
+@pytest.mark.parametrize("fn", [ops.max_pool2d, ops.avg_pool2d])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_empty_batch_pools_to_an_empty_output(fn, dtype):
+    x = np.ones((0, 3, 7, 5), dtype)
+    y, trace = fn(x, 3, 2, 1, ceil_mode=True, return_trace=True)
+    ref = getattr(F, fn.__name__)(torch.tensor(x.astype(np.float32)), 3, 2, 1, ceil_mode=True)
+    assert y.shape == tuple(ref.shape) == (0, 3, 4, 3) and y.dtype == dtype and trace is None
+    with pytest.raises(npulab.ShapeError, match=r"empty input of shape \(1, 0, 7, 5\)"):
+        fn(np.ones((1, 0, 7, 5), dtype), 3)                 # as torch: only the batch may be empty
+    with pytest.raises(npulab.ShapeError, match="padding .* half the kernel size"):
+        fn(x, 2, padding=2)                                 # an empty batch is still checked

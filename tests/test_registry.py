@@ -63,3 +63,57 @@ def test_a_custom_op_can_be_registered_and_dispatched():
         assert list(out) == [0, 2, 4, 6]
     finally:
         registry._REGISTRY.pop("ScaleForTest")
+
+
+def test_dispatch_checks_inputs_and_attributes():
+    x = np.ones((2, 8), np.float32)
+    cases = [
+        (lambda: dispatch("Add", x), r"^Add: takes 2 input arrays \(x, y\), got 1"),
+        (lambda: dispatch("LayerNorm", x, x, x, x, normalized_shape=(8,)),
+         r"^LayerNorm: takes 1 to 3 input arrays \(x, weight \(optional\), bias \(optional\)\), got 4"),
+        (lambda: dispatch("Gelu", x, approximate="erf"), r"^Gelu: approximate must be 'none' or 'tanh'.*'erf'"),
+        (lambda: dispatch("Relu", x, approximate="tanh"), "^Relu: unknown attribute approximate; its attributes are"),
+        (lambda: dispatch("SoftmaxV2", x, axis=1), "^SoftmaxV2: unknown attribute axis; its attributes are dim"),
+        (lambda: dispatch("Conv2D", x[None, None, None], x[None, None, None]),
+         "^Conv2D: missing attributes stride, pads, dilation, groups"),
+        (lambda: dispatch("MaxPool", x[None, None], kernel_size=[2, 2]), "^MaxPool: attribute values must be hashable"),
+        (lambda: dispatch("LayerNorm", x, x[0], normalized_shape=(8,)),
+         "^layer_norm: 1 optional arrays .* announce 0"),
+    ]
+    for call, match in cases:
+        with pytest.raises(npulab.ShapeError, match=match):
+            call()
+
+
+@pytest.mark.parametrize("call, shape", [
+    (lambda x: npulab.ops.relu(x), (0, 5)),
+    (lambda x: npulab.ops.gelu(x, "tanh"), (0, 5)),
+    (lambda x: npulab.ops.silu(x), (0, 5)),
+    (lambda x: npulab.ops.softmax(x, 0), (0, 5)),
+    (lambda x: npulab.ops.softmax(x[:, :0].reshape(5, 0), -1), (5, 0)),
+    (lambda x: npulab.ops.add(x, x[:1]), (0, 5)),
+    (lambda x: npulab.ops.mul(x, x), (0, 5)),
+    (lambda x: npulab.ops.layer_norm(x, 5), (0, 5)),
+    (lambda x: npulab.ops.matmul(x, np.ones((5, 3), x.dtype)), (0, 3)),
+    (lambda x: npulab.ops.linear(x, np.ones((3, 5), x.dtype)), (0, 3)),
+    (lambda x: npulab.ops.max_pool2d(x.reshape(0, 1, 5, 1), 1), (0, 1, 5, 1)),
+])
+def test_an_empty_input_gives_an_empty_output_without_a_launch(call, shape):
+    dispatcher.clear()
+    x = np.ones((0, 5), np.float16)
+    y = call(x)
+    assert y.shape == shape and y.dtype == np.float16
+    assert dispatcher.misses == 0                   # no tiling was asked for: nothing launched
+    with pytest.raises(npulab.ShapeError, match=r"int16.*float16(,| or| or both) float32"):
+        call(x.astype(np.int16))                    # and the inputs are still checked
+
+
+def test_empty_output_shapes_match_torchs():
+    import torch
+    x = np.ones((0, 4), np.float32)
+    assert npulab.ops.softmax(x, 1).shape == tuple(torch.softmax(torch.from_numpy(x), 1).shape)
+    assert npulab.ops.relu(x).shape == tuple(torch.relu(torch.from_numpy(x)).shape)
+    w = np.ones((4, 2), np.float32)
+    assert npulab.ops.matmul(x, w).shape == tuple((torch.from_numpy(x) @ torch.from_numpy(w)).shape)
+    with pytest.raises(npulab.ShapeError, match=r"^matmul: K = 0"):
+        npulab.ops.matmul(np.ones((3, 0), np.float32), np.ones((0, 2), np.float32))

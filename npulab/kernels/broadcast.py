@@ -29,14 +29,27 @@ from .norm import BLOCK_BYTES, _round_up, check_float, copy
 OPS = ("add", "mul")
 
 
-def collapse(x_shape, y_shape):
+def broadcast_shape(x_shape, y_shape, what: str = "broadcast") -> tuple:
+    """The output shape of x op y (numpy/torch broadcasting); ``what`` names the op in the error."""
+    try:
+        return tuple(np.broadcast_shapes(tuple(x_shape), tuple(y_shape)))
+    except ValueError:
+        raise ShapeError(f"{what}: x has shape {tuple(x_shape)} and y has {tuple(y_shape)}, which do "
+                         f"not broadcast (each dim, aligned from the right, must be equal or 1)") from None
+
+
+def check_broadcast(op: str, x_shape, x_dtype, y_shape, y_dtype) -> tuple:
+    """Validate the operands of ``op`` ("add" or "mul"); returns the output shape."""
+    dt = check_float(op, "x", x_dtype)
+    if np.dtype(y_dtype) != dt:
+        raise ShapeError(f"{op}: x is {dt} and y is {np.dtype(y_dtype)}; both must be float16 or both float32")
+    return broadcast_shape(x_shape, y_shape, op)
+
+
+def collapse(x_shape, y_shape, what: str = "broadcast"):
     """(out_shape, dims, swapped): dims = [(size, x_full, y_full), ...] of the merged output dims
     (x the fuller operand after the swap)."""
-    try:
-        out = np.broadcast_shapes(tuple(x_shape), tuple(y_shape))
-    except ValueError:
-        raise ShapeError(f"broadcast: shapes {tuple(x_shape)} and {tuple(y_shape)} do not broadcast "
-                         f"(each dim, aligned from the right, must be equal or 1)") from None
+    out = broadcast_shape(x_shape, y_shape, what)
     nd = len(out)
     xs = (1,) * (nd - len(x_shape)) + tuple(x_shape)
     ys = (1,) * (nd - len(y_shape)) + tuple(y_shape)
@@ -86,10 +99,9 @@ def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip="910", bu
                      min_tiles: int = 4) -> BroadcastTiling:
     chip = get_chip(chip)
     what = {"add": "add", "mul": "mul"}[op]
-    dt = check_float(what, "x", x_dtype)
-    if np.dtype(y_dtype) != dt:
-        raise ShapeError(f"{what}: x is {dt} and y is {np.dtype(y_dtype)}; both must be float16 or both float32")
-    out, dims, swapped = collapse(x_shape, y_shape)
+    check_broadcast(what, x_shape, x_dtype, y_shape, y_dtype)
+    dt = np.dtype(x_dtype)
+    out, dims, swapped = collapse(x_shape, y_shape, what)
     if 0 in out:
         raise ShapeError(f"{what}: empty output of shape {out}")
     cols, xc, yc = dims[-1]

@@ -17,32 +17,24 @@ function               op type            what runs
 dtypes: float16 (fp32 accumulation, float16 out), float32, int8 (int32 accumulation, exact;
 out int32, or float16/float32 with ``scale=``: a per-tensor float or a per-channel (Cout,)
 vector, applied in FixPipe as the dequantisation). Every function returns numpy arrays, and
-(out, trace) with ``return_trace=True``.
+(out, trace) with ``return_trace=True``. As in torch, an empty batch (N = 0) gives an empty
+output; stride, padding, dilation are ints or tuples of ints (:mod:`npulab.ops.args`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
 
 from ..errors import ShapeError
-from ..kernels.conv import make_problem, run_conv
+from ..kernels.conv import conv_output_size, make_problem, run_conv
 from ..kernels.conv_tiling import ACC_DTYPE, SUPPORTED, ConvTiling, default_tiling
-from .registry import dispatch, register
+from .args import int_tuple, positive_int
+from .registry import TensorSpec, batch_of_one, dispatch, register
 
 
 # -- attribute parsing -------------------------------------------------------------------------
-def _tuple(v, n: int, name: str, what: str, minimum: int) -> tuple:
-    if isinstance(v, (int, np.integer)):
-        v = (int(v),) * n
-    try:
-        v = tuple(int(x) for x in v)
-    except (TypeError, ValueError):
-        raise ShapeError(f"{what}: {name} must be an int or a tuple of {n} ints, got {v!r}") from None
-    if len(v) != n or min(v) < minimum:
-        raise ShapeError(f"{what}: {name} must be an int or {n} ints, each >= {minimum}, got {v!r}")
-    return v
-
 
 def _pads(padding, n: int, ksize: tuple, dilation: tuple, stride: tuple, what: str) -> tuple:
     """((before, after), ...) per spatial axis from torch's padding argument."""
@@ -55,7 +47,7 @@ def _pads(padding, n: int, ksize: tuple, dilation: tuple, stride: tuple, what: s
             tot = [d * (k - 1) for k, d in zip(ksize, dilation)]
             return tuple((t // 2, t - t // 2) for t in tot)
         raise ShapeError(f"{what}: padding must be 'same', 'valid', an int or {n} ints, got {padding!r}")
-    p = _tuple(padding, n, "padding", what, 0)
+    p = int_tuple(padding, n, "padding", what, 0)
     return tuple((x, x) for x in p)
 
 
@@ -71,9 +63,19 @@ def _check_inputs(x, w, nd: int, what: str):
                          f"dtype (float16, float32 or int8)")
     if x.dtype not in SUPPORTED:
         raise ShapeError(f"{what}: dtype {x.dtype} is not supported; expected float16, float32 or int8")
-    if min(x.shape) == 0 or min(w.shape) == 0:
-        raise ShapeError(f"{what}: empty input {x.shape} or weight {w.shape}")
+    if min(x.shape[1:]) == 0:
+        raise ShapeError(f"{what}: the input {x.shape} has an empty channel or spatial axis; only the "
+                         f"batch axis may be 0 (an empty batch gives an empty output)")
+    if min(w.shape) == 0:
+        raise ShapeError(f"{what}: the weight {w.shape} is empty")
     return x, w
+
+
+def _check_output(what, x, w, out, args: str, rule: str):
+    """The user's call in the message when the output would have no pixels."""
+    if min(out) < 1:
+        raise ShapeError(f"{what}: the output would be {out} for input {x.shape}, weight {w.shape}, "
+                         f"{args}: {rule}")
 
 
 def _vector(v, cout: int, name: str, what: str, dtype) -> np.ndarray:
@@ -113,25 +115,45 @@ def _epilogue(x, cout, bias, scale, out_dtype, what):
 
 
 # -- the registered kernels -------------------------------------------------------------------
-def _problem(specs, stride, pads, dilation, groups, vectors, scale, scale_value, relu, out_dtype):
+# Each op has a problem function (specs, chip, **attrs) -> the ConvTiling of its problem, tiles
+# not chosen yet: it validates the call. The tiling function chooses the tiles (_tiled), the
+# shape inference reads the output off the problem of one batch item (_infer).
+def _conv_problem(specs, chip, *, stride, pads, dilation, groups, vectors=(), scale="none",
+                  scale_value=1.0, relu=False, out_dtype=None, tiling=None):
     (xs, xd), (ws, _) = specs[:2]
     return make_problem(xs, ws, xd, stride, pads, dilation, groups, has_bias="bias" in vectors,
                         scale=scale, scale_value=scale_value, has_offset="offset" in vectors,
                         relu=relu, out_dtype=out_dtype)
 
 
-def _conv_tiling(specs, chip, *, stride, pads, dilation, groups, vectors=(), scale="none",
-                 scale_value=1.0, relu=False, out_dtype=None, tiling=None):
-    t = _problem(specs, stride, pads, dilation, groups, vectors, scale, scale_value, relu, out_dtype)
-    if tiling is None:
-        return default_tiling(t, chip)
-    if not isinstance(tiling, ConvTiling):
-        raise ShapeError(f"conv: tiling must be None or a ConvTiling, got {type(tiling).__name__}")
-    tiles = {f: getattr(tiling, f) for f in ("tile_m", "tile_n", "c1_step", "tile_k0", "l1_buffers",
-                                             "l0_buffers", "l0c_buffers", "w_resident", "block_dim",
-                                             "swizzle_offset", "swizzle_direction", "schedule", "ramp",
-                                             "taper", "name")}
-    return replace(t, **tiles)
+def _tiled(problem):
+    """The tiling function of ``problem`` (same signature): the default tiling, or the tiles of
+    the ``tiling`` attribute (a ConvTiling) on this problem."""
+    @functools.wraps(problem)
+    def tiling_fn(specs, chip, **attrs):
+        t = problem(specs, chip, **attrs)
+        tiling = attrs.get("tiling")
+        if tiling is None:
+            return default_tiling(t, chip)
+        if not isinstance(tiling, ConvTiling):
+            raise ShapeError(f"conv: tiling must be None or a ConvTiling, got {type(tiling).__name__}")
+        tiles = {f: getattr(tiling, f) for f in ("tile_m", "tile_n", "c1_step", "tile_k0", "l1_buffers",
+                                                 "l0_buffers", "l0c_buffers", "w_resident", "block_dim",
+                                                 "swizzle_offset", "swizzle_direction", "schedule", "ramp",
+                                                 "taper", "name")}
+        return replace(t, **tiles)
+    return tiling_fn
+
+
+def _infer(problem):
+    """Shape inference from a problem function: the problem of one batch item validates the
+    call and gives the output's (Cout, D, H, W) and dtype."""
+    def infer(specs, chip, **attrs):
+        x = specs[0]
+        t = problem([TensorSpec(batch_of_one(x.shape), x.dtype)] + list(specs[1:]), chip, **attrs)
+        g = t.geom
+        return TensorSpec((x.shape[0], t.cout, g.od, g.oh, g.ow), np.dtype(t.out_dtype))
+    return infer
 
 
 def _conv_run(arrays, t, chip, mode, *, groups, vectors=(), **attrs):
@@ -139,10 +161,12 @@ def _conv_run(arrays, t, chip, mode, *, groups, vectors=(), **attrs):
     return run_conv(arrays[0], arrays[1], t, groups, chip=chip, mode=mode, **vec)
 
 
-register("Conv2D", "conv", _conv_tiling, _conv_run,
-         "img2col convolution on the cube (stride, padding, dilation, groups, bias); fp16/fp32/int8")
-register("Conv3D", "conv", _conv_tiling, _conv_run,
-         "3-D img2col convolution on the cube; fp16/fp32/int8")
+_CONV_INPUTS = ("x", "weight", "bias?", "scale?")
+register("Conv2D", "conv", _tiled(_conv_problem), _conv_run,
+         "img2col convolution on the cube (stride, padding, dilation, groups, bias); fp16/fp32/int8",
+         inputs=_CONV_INPUTS, infer=_infer(_conv_problem))
+register("Conv3D", "conv", _tiled(_conv_problem), _conv_run,
+         "3-D img2col convolution on the cube; fp16/fp32/int8", inputs=_CONV_INPUTS, infer=_infer(_conv_problem))
 
 
 def _transpose_problem(x_shape, w_shape, stride, padding, output_padding, dilation, groups):
@@ -176,13 +200,13 @@ def _transpose_arrays(x, w, stride, crops, groups):
     return np.ascontiguousarray(xd), np.ascontiguousarray(wf.reshape((groups * cout_g, cin_g) + w.shape[2:]))
 
 
-def _tconv_tiling(specs, chip, *, stride, padding, output_padding, dilation, groups, vectors=(), **kw):
+def _tconv_problem(specs, chip, *, stride, padding, output_padding, dilation, groups, vectors=(),
+                   scale="none", scale_value=1.0, relu=False, out_dtype=None, tiling=None):
     (xs, xd), (ws, wd) = specs[:2]
     cin_shape, cw_shape, pads, _ = _transpose_problem(xs, ws, stride, padding, output_padding, dilation, groups)
-    from .registry import TensorSpec
     cs = [TensorSpec(cin_shape, xd), TensorSpec(cw_shape, wd)] + list(specs[2:])
-    return _conv_tiling(cs, chip, stride=(1,) * len(stride), pads=pads, dilation=dilation,
-                        groups=groups, vectors=vectors, **kw)
+    return _conv_problem(cs, chip, stride=(1,) * len(stride), pads=pads, dilation=dilation, groups=groups,
+                         vectors=vectors, scale=scale, scale_value=scale_value, relu=relu, out_dtype=out_dtype)
 
 
 def _tconv_run(arrays, t, chip, mode, *, stride, padding, output_padding, dilation, groups,
@@ -193,14 +217,15 @@ def _tconv_run(arrays, t, chip, mode, *, stride, padding, output_padding, dilati
     return _conv_run([xc, wc] + list(arrays[2:]), t, chip, mode, groups=groups, vectors=vectors)
 
 
-register("Conv2DTranspose", "conv", _tconv_tiling, _tconv_run,
-         "transposed 2-D convolution: a conv over the zero-inserted input; fp16/fp32/int8")
+register("Conv2DTranspose", "conv", _tiled(_tconv_problem), _tconv_run,
+         "transposed 2-D convolution: a conv over the zero-inserted input; fp16/fp32/int8",
+         inputs=_CONV_INPUTS, infer=_infer(_tconv_problem))
 
 
-def _bn_tiling(specs, chip, *, eps, has_bias, **attrs):
+def _bn_problem(specs, chip, *, eps, has_bias, stride, pads, dilation, groups, relu=True, tiling=None):
     vec = ("bias",) if has_bias else ()
-    return _conv_tiling(list(specs[:2]) + list(specs[2:2 + len(vec)]), chip,
-                        vectors=vec + ("scale", "offset"), scale="channel", **attrs)
+    return _conv_problem(list(specs[:2 + len(vec)]), chip, stride=stride, pads=pads, dilation=dilation,
+                         groups=groups, vectors=vec + ("scale", "offset"), scale="channel", relu=relu)
 
 
 def _bn_run(arrays, t, chip, mode, *, eps, has_bias, groups, **attrs):
@@ -215,18 +240,19 @@ def _bn_run(arrays, t, chip, mode, *, eps, has_bias, groups, **attrs):
     return run_conv(x, w, t, groups, chip=chip, mode=mode, **vec)
 
 
-register("Conv2DBNRelu", "conv", _bn_tiling, _bn_run,
-         "fused conv2d + batch-norm (inference) + ReLU: BN and ReLU in the FixPipe epilogue")
+register("Conv2DBNRelu", "conv", _tiled(_bn_problem), _bn_run,
+         "fused conv2d + batch-norm (inference) + ReLU: BN and ReLU in the FixPipe epilogue",
+         inputs=("x", "weight", "bias?", "running_mean", "running_var", "bn_weight", "bn_bias"),
+         infer=_infer(_bn_problem))
 
 
 # -- the functional interface ------------------------------------------------------------------
-def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, what, chip, scale,
-             out_dtype, tiling, return_trace):
-    x, w = _check_inputs(input, weight, nd, what)
-    stride = _tuple(stride, nd, "stride", what, 1)
-    dilation = _tuple(dilation, nd, "dilation", what, 1)
-    if not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ShapeError(f"{what}: groups must be a positive int, got {groups!r}")
+def _conv_args(x, w, stride, padding, dilation, groups, nd, what):
+    """Check a conv call's arguments against its input and weight; returns (stride, pads,
+    dilation, groups) as the kernel takes them (nd-tuples, pads as (before, after) pairs)."""
+    stride = int_tuple(stride, nd, "stride", what, 1)
+    dilation = int_tuple(dilation, nd, "dilation", what, 1)
+    groups = positive_int(groups, "groups", what)
     cin, cout = x.shape[1], w.shape[0]
     if cin % groups or cout % groups:
         raise ShapeError(f"{what}: groups={groups} must divide in_channels={cin} and out_channels={cout}")
@@ -234,34 +260,49 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, wha
         raise ShapeError(f"{what}: weight {w.shape} expects {w.shape[1] * groups} input channels "
                          f"(weight.shape[1] x groups), the input has {cin}")
     pads = _pads(padding, nd, w.shape[2:], dilation, stride, what)
-    vecs, mode, value, out_dtype = _epilogue(x, cout, bias, scale, out_dtype, what)
+    out = tuple(conv_output_size(sz, k, st, d, p0, p1) for sz, k, st, d, (p0, p1) in
+                zip(x.shape[2:], w.shape[2:], stride, dilation, pads))
+    span = tuple(d * (k - 1) + 1 for k, d in zip(w.shape[2:], dilation))
+    padded = tuple(sz + p0 + p1 for sz, (p0, p1) in zip(x.shape[2:], pads))
+    _check_output(what, x, w, out, f"stride {stride}, padding {padding!r}, dilation {dilation}",
+                  f"the dilated kernel must fit the padded input (dilation x (k - 1) + 1 = {span}, "
+                  f"padded input {padded}); pad more or use a smaller kernel or dilation")
+    return stride, pads, dilation, groups
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, what, chip, scale,
+             out_dtype, tiling, relu, return_trace):
+    x, w = _check_inputs(input, weight, nd, what)
+    stride, pads, dilation, groups = _conv_args(x, w, stride, padding, dilation, groups, nd, what)
+    vecs, mode, value, out_dtype = _epilogue(x, w.shape[0], bias, scale, out_dtype, what)
     if nd == 2:
         x, w = x[:, :, None], w[:, :, None]
         stride, dilation, pads = (1,) + stride, (1,) + dilation, ((0, 0),) + pads
     y, trace = dispatch(op, x, w, *vecs.values(), chip=chip, stride=stride, pads=pads,
-                        dilation=dilation, groups=int(groups), vectors=tuple(vecs), scale=mode,
-                        scale_value=value, out_dtype=out_dtype, tiling=tiling)
+                        dilation=dilation, groups=groups, vectors=tuple(vecs), scale=mode,
+                        scale_value=value, relu=bool(relu), out_dtype=out_dtype, tiling=tiling)
     if nd == 2:
         y = y[:, :, 0]
     return (y, trace) if return_trace else y
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip="910",
-           scale=None, out_dtype=None, tiling=None, return_trace: bool = False):
+           scale=None, out_dtype=None, relu: bool = False, tiling=None, return_trace: bool = False):
     """2-D convolution, as ``torch.nn.functional.conv2d``: input (N, Cin, H, W), weight
     (Cout, Cin / groups, kh, kw), bias (Cout,); padding an int, a pair, 'same' or 'valid'.
     int8: int32 out, or float16 (``out_dtype``) with ``scale`` (float or (Cout,)) applied in
-    FixPipe. Returns (N, Cout, Ho, Wo)."""
+    FixPipe. ``relu=True`` applies ReLU in the FixPipe epilogue (after bias and scale), the
+    same as ``relu(conv2d(...))`` in one kernel. Returns (N, Cout, Ho, Wo)."""
     return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 2, "Conv2D", "conv2d",
-                    chip, scale, out_dtype, tiling, return_trace)
+                    chip, scale, out_dtype, tiling, relu, return_trace)
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip="910",
-           scale=None, out_dtype=None, tiling=None, return_trace: bool = False):
+           scale=None, out_dtype=None, relu: bool = False, tiling=None, return_trace: bool = False):
     """3-D convolution, as ``torch.nn.functional.conv3d``: input (N, Cin, D, H, W), weight
-    (Cout, Cin / groups, kd, kh, kw). Returns (N, Cout, Do, Ho, Wo)."""
+    (Cout, Cin / groups, kd, kh, kw). ``relu`` as in :func:`conv2d`. Returns (N, Cout, Do, Ho, Wo)."""
     return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "Conv3D", "conv3d",
-                    chip, scale, out_dtype, tiling, return_trace)
+                    chip, scale, out_dtype, tiling, relu, return_trace)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -272,12 +313,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     padding + dilation x (kh - 1) + output_padding + 1."""
     what = "conv_transpose2d"
     x, w = _check_inputs(input, weight, 2, what)
-    stride = _tuple(stride, 2, "stride", what, 1)
-    dilation = _tuple(dilation, 2, "dilation", what, 1)
-    padding = _tuple(padding, 2, "padding", what, 0)
-    output_padding = _tuple(output_padding, 2, "output_padding", what, 0)
-    if not isinstance(groups, (int, np.integer)) or groups < 1 or x.shape[1] % groups:
-        raise ShapeError(f"{what}: groups={groups!r} must be a positive int dividing in_channels={x.shape[1]}")
+    stride = int_tuple(stride, 2, "stride", what, 1)
+    dilation = int_tuple(dilation, 2, "dilation", what, 1)
+    padding = int_tuple(padding, 2, "padding", what, 0)
+    output_padding = int_tuple(output_padding, 2, "output_padding", what, 0)
+    groups = positive_int(groups, "groups", what)
+    if x.shape[1] % groups:
+        raise ShapeError(f"{what}: groups={groups} must divide in_channels={x.shape[1]}")
     if w.shape[0] != x.shape[1]:
         raise ShapeError(f"{what}: weight {w.shape} has {w.shape[0]} input channels (axis 0), the "
                          f"input has {x.shape[1]}")
@@ -285,12 +327,18 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         if op >= max(s, d):
             raise ShapeError(f"{what}: output_padding {output_padding} must be smaller than stride "
                              f"or dilation ({stride}, {dilation}), as in torch")
+    out = tuple((sz - 1) * s - 2 * p + d * (k - 1) + op + 1 for sz, s, p, d, k, op in
+                zip(x.shape[2:], stride, padding, dilation, w.shape[2:], output_padding))
+    _check_output(what, x, w, out, f"stride {stride}, padding {padding}, output_padding "
+                  f"{output_padding}, dilation {dilation}",
+                  "(H - 1) x stride - 2 x padding + dilation x (k - 1) + output_padding + 1 must be "
+                  "at least 1; lower the padding")
     cout = w.shape[1] * groups
     vecs, mode, value, out_dtype = _epilogue(x, cout, bias, scale, out_dtype, what)
     y, trace = dispatch("Conv2DTranspose", x[:, :, None], w[:, :, None], *vecs.values(), chip=chip,
                         stride=(1,) + stride, padding=(0,) + padding,
                         output_padding=(0,) + output_padding, dilation=(1,) + dilation,
-                        groups=int(groups), vectors=tuple(vecs), scale=mode, scale_value=value,
+                        groups=groups, vectors=tuple(vecs), scale=mode, scale_value=value,
                         out_dtype=out_dtype)
     y = y[:, :, 0]
     return (y, trace) if return_trace else y
@@ -301,9 +349,10 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
                    relu: bool = True, chip="910", tiling=None, return_trace: bool = False):
     """Fused Conv2d -> BatchNorm2d (inference, running statistics) -> ReLU in one kernel: the
     same as ``relu(batch_norm(conv2d(input, weight, bias, ...), running_mean, running_var,
-    bn_weight, bn_bias, training=False, eps=eps))``. BN is applied in FixPipe as the per-channel
-    scale gamma / sqrt(var + eps) and offset beta - mean x scale; the conv result never goes to
-    GM before BN and ReLU. float16 or float32."""
+    bn_weight, bn_bias, training=False, eps=eps))`` (without the relu when ``relu=False``). BN
+    is applied in FixPipe as the per-channel scale gamma / sqrt(var + eps) and offset
+    beta - mean x scale; the conv result never goes to GM before BN and ReLU. float16 or
+    float32."""
     what = "conv2d_bn_relu"
     x, w = _check_inputs(input, weight, 2, what)
     if x.dtype == np.int8:
@@ -317,19 +366,13 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
     beta = np.zeros(cout, np.float32) if bn_bias is None else _vector(bn_bias, cout, "bn_bias", what, np.float32)
     if np.any(stats[1] + eps <= 0):
         raise ShapeError(f"{what}: running_var + eps must be positive")
-    stride = _tuple(stride, 2, "stride", what, 1)
-    dilation = _tuple(dilation, 2, "dilation", what, 1)
-    if not isinstance(groups, (int, np.integer)) or groups < 1 or x.shape[1] % groups or cout % groups \
-            or w.shape[1] * groups != x.shape[1]:
-        raise ShapeError(f"{what}: groups={groups!r} must divide in_channels={x.shape[1]} and "
-                         f"out_channels={cout}, with weight.shape[1] x groups = in_channels")
-    pads = ((0, 0),) + _pads(padding, 2, w.shape[2:], dilation, stride, what)
+    stride, pads, dilation, groups = _conv_args(x, w, stride, padding, dilation, groups, 2, what)
     arrays = [x[:, :, None], w[:, :, None]]
     if bias is not None:
         arrays.append(_vector(bias, cout, "bias", what, np.float32))
     arrays += stats + [gamma, beta]
-    y, trace = dispatch("Conv2DBNRelu", *arrays, chip=chip, stride=(1,) + stride, pads=pads,
-                        dilation=(1,) + dilation, groups=int(groups), eps=float(eps),
+    y, trace = dispatch("Conv2DBNRelu", *arrays, chip=chip, stride=(1,) + stride, pads=((0, 0),) + pads,
+                        dilation=(1,) + dilation, groups=groups, eps=float(eps),
                         has_bias=bias is not None, relu=bool(relu), tiling=tiling)
     y = y[:, :, 0]
     return (y, trace) if return_trace else y

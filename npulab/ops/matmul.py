@@ -1,7 +1,8 @@
 """matmul and batch_matmul on the simulated NPU's cube (the interface layer over the templates).
 
 The dispatcher here picks the tiling: a tuned one from the autotuner's cache when the shape
-has been tuned (:mod:`npulab.kernels.autotune`), else the default tiling function.
+has been tuned (:mod:`npulab.kernels.autotune`), else the default tiling function. An empty
+M, N or batch gives an empty output, as in torch; K must be at least 1.
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..kernels.matmul import run_matmul
-from ..kernels.matmul_tiling import (ACC_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
+from ..kernels.matmul_tiling import (ACC_DTYPE, OUT_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
                                      make_tiling)
-from .registry import dispatch, register
+from .registry import TensorSpec, dispatch, register
 
 
 def _tiling_for(shape, dtype, chip, tiling, flags) -> MatmulTiling:
@@ -74,8 +75,18 @@ def _bmm_run(arrays, t, chip, mode, **attrs):
     return run_matmul(arrays[0], arrays[1], t, bias, chip=chip, mode=mode)
 
 
+def _bmm_infer(specs, chip, trans_a=False, trans_b=False, relu=False, tiling=None):
+    dt = np.dtype(specs[0].dtype)
+    if dt not in SUPPORTED or specs[1].dtype != dt:
+        raise ShapeError(f"BatchMatMul: a is {dt} and b is {specs[1].dtype}; expected one dtype of "
+                         f"float16, float32 or int8")
+    batch, m, n, _ = _problem(specs, trans_a, trans_b)
+    return TensorSpec((batch, m, n), OUT_DTYPE[dt])
+
+
 register("BatchMatMul", "matmul", _bmm_tiling, _bmm_run,
-         "C = op(A) @ op(B) (+ bias) (ReLU) over a batch, on the cube; fp16/fp32/int8")
+         "C = op(A) @ op(B) (+ bias) (ReLU) over a batch, on the cube; fp16/fp32/int8",
+         inputs=("a", "b", "bias?"), infer=_bmm_infer)
 
 
 def _run(a3, b3, bias, trans_a, trans_b, chip, tiling, relu):
@@ -103,8 +114,9 @@ def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chi
     if ka != kb:
         raise ShapeError(f"matmul: op(a) is {m} x {ka} and op(b) is {kb} x {n}; the inner "
                          f"dimensions (K) must match")
-    if min(m, n, ka) == 0:
-        raise ShapeError(f"matmul: empty operand (M, N, K) = ({m}, {n}, {ka})")
+    if ka == 0:
+        raise ShapeError(f"matmul: K = 0 (M, N, K) = ({m}, {n}, {ka}): the cube needs at least one "
+                         f"product to accumulate")
     bias = _bias(bias, n, a.dtype, "matmul")
     c, trace = _run(a[None], b[None], bias, trans_a, trans_b, chip, tiling, relu)
     return (c[0], trace) if return_trace else c[0]
@@ -130,8 +142,9 @@ def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = Fals
         raise ShapeError(f"batch_matmul: op(a) is {m} x {ka} and op(b) is {kb} x {n}; the inner "
                          f"dimensions (K) must match")
     batch = int(np.prod(lead)) if lead else 1
-    if min(batch, m, n, ka) == 0:
-        raise ShapeError(f"batch_matmul: empty operand (batch, M, N, K) = ({batch}, {m}, {n}, {ka})")
+    if ka == 0:
+        raise ShapeError(f"batch_matmul: K = 0 (batch, M, N, K) = ({batch}, {m}, {n}, {ka}): the cube "
+                         f"needs at least one product to accumulate")
     bias = _bias(bias, n, a.dtype, "batch_matmul")
     a3 = np.ascontiguousarray(a).reshape((batch,) + a.shape[-2:])
     b3 = np.ascontiguousarray(b).reshape((batch,) + b.shape[-2:])

@@ -4,6 +4,10 @@
 Each registers its op type (LayerNorm, RMSNorm, BatchNorm) with the dispatcher; the functional
 op checks its inputs and dispatches. Optional tensors (weight, bias) travel as extra inputs
 and ``has_weight`` / ``has_bias`` attributes say which are there.
+
+Empty inputs: an empty batch (or BatchNorm's empty channel or spatial axes) gives an empty
+output, as torch does; a normalized_shape with no elements (nothing to normalise over) is an
+error.
 """
 from __future__ import annotations
 
@@ -14,11 +18,14 @@ import numpy as np
 from ..errors import ShapeError
 from ..kernels.norm import (batch_norm_tiling, check_float, check_layer_norm, launch_batch_norm,
                             launch_layer_norm, launch_rms_norm, layer_norm_tiling, rms_norm_tiling)
-from .registry import dispatch, register
+from .registry import TensorSpec, dispatch, register
 
 
-def _optional(arrays, flags):
+def _optional(arrays, flags, what="norm"):
     """Rebuild [a or None, ...] from the present arrays and has_* flags."""
+    if len(arrays) != sum(bool(f) for f in flags):
+        raise ShapeError(f"{what}: {len(arrays)} optional arrays (weight, bias) were passed and the "
+                         f"has_weight / has_bias attributes announce {sum(bool(f) for f in flags)}")
     it = iter(arrays)
     return [next(it) if f else None for f in flags]
 
@@ -27,11 +34,33 @@ def _finish(out, trace, return_trace):
     return (out, trace) if return_trace else out
 
 
+def _check_rows(specs, normalized_shape, flags, what) -> int:
+    """Validate a LayerNorm / RMSNorm call (x, then the optional weight, bias); returns the
+    number of values a row normalises (>= 1)."""
+    x = specs[0]
+    cols = check_layer_norm(x.shape, x.dtype, normalized_shape, *_optional(specs[1:], flags, what))
+    if cols == 0:
+        raise ShapeError(f"{what}: normalized_shape {tuple(normalized_shape)} has no elements; "
+                         f"the statistics need at least one value a row")
+    return cols
+
+
+def _same_as_input(check):
+    """Shape inference of a norm: the input's spec, once ``check`` passes."""
+    def infer(specs, chip, **attrs):
+        check(specs, **attrs)
+        return TensorSpec(specs[0].shape, specs[0].dtype)
+    return infer
+
+
 # -- LayerNorm -------------------------------------------------------------------------------
+def _ln_check(specs, normalized_shape=(), eps=1e-5, has_weight=False, has_bias=False):
+    return _check_rows(specs, normalized_shape, (has_weight, has_bias), "layer_norm")
+
+
 def _ln_tiling(specs, chip, normalized_shape=(), eps=1e-5, has_weight=False, has_bias=False):
     x = specs[0]
-    w, b = _optional(specs[1:], (has_weight, has_bias))
-    cols = check_layer_norm(x.shape, x.dtype, normalized_shape, w, b)
+    cols = _ln_check(specs, normalized_shape, eps, has_weight, has_bias)
     # gamma / beta broadcast to a whole tile (one FusedMulAdd a tile) when there are any and
     # the tile costs no tile rows (layer_norm_tiling's default)
     return layer_norm_tiling(max(1, math.prod(x.shape) // cols), cols, x.dtype, chip,
@@ -44,7 +73,8 @@ def _ln_run(arrays, t, chip, mode, normalized_shape=(), eps=1e-5, has_weight=Fal
 
 
 register("LayerNorm", "norm", _ln_tiling, _ln_run,
-         "y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims; fp16 (fp32 inside)/fp32")
+         "y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims; fp16 (fp32 inside)/fp32",
+         inputs=("x", "weight?", "bias?"), infer=_same_as_input(_ln_check))
 
 
 def _shape_tuple(normalized_shape):
@@ -70,9 +100,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
 
 # -- RMSNorm ---------------------------------------------------------------------------------
+def _rms_check(specs, normalized_shape=(), eps=1e-6, has_weight=False):
+    return _check_rows(specs, normalized_shape, (has_weight,), "rms_norm")
+
+
 def _rms_tiling(specs, chip, normalized_shape=(), eps=1e-6, has_weight=False):
     x = specs[0]
-    cols = check_layer_norm(x.shape, x.dtype, normalized_shape, specs[1] if has_weight else None)
+    cols = _rms_check(specs, normalized_shape, eps, has_weight)
     return rms_norm_tiling(max(1, math.prod(x.shape) // cols), cols, x.dtype, chip)
 
 
@@ -81,7 +115,8 @@ def _rms_run(arrays, t, chip, mode, normalized_shape=(), eps=1e-6, has_weight=Fa
 
 
 register("RMSNorm", "norm", _rms_tiling, _rms_run,
-         "y = x / sqrt(mean(x^2) + eps) * weight over the last dims; fp16 (fp32 inside)/fp32")
+         "y = x / sqrt(mean(x^2) + eps) * weight over the last dims; fp16 (fp32 inside)/fp32",
+         inputs=("x", "weight?"), infer=_same_as_input(_rms_check))
 
 
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, chip="910",
@@ -103,17 +138,27 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
 
 
 # -- BatchNorm (inference) -------------------------------------------------------------------
-def _bn_tiling(specs, chip, eps=1e-5, has_weight=False, has_bias=False):
+def _bn_check(specs, eps=1e-5, has_weight=False, has_bias=False):
     x = specs[0]
     check_float("batch_norm", "input", x.dtype)
     if len(x.shape) < 2:
         raise ShapeError(f"batch_norm: input must be (N, C, ...) with at least 2 dims, got shape {x.shape}")
-    n, c = x.shape[:2]
-    for s, name in zip(specs[1:], ["running_mean", "running_var", "weight", "bias"][: len(specs) - 1]):
+    c = x.shape[1]
+    names = ["running_mean", "running_var"] + ["weight"] * bool(has_weight) + ["bias"] * bool(has_bias)
+    if len(specs) - 1 != len(names):
+        raise ShapeError(f"batch_norm: got {len(specs) - 1} vectors after the input, expected "
+                         f"{len(names)} ({', '.join(names)})")
+    for s, name in zip(specs[1:], names):
         if tuple(s.shape) != (c,):
             raise ShapeError(f"batch_norm: {name} has shape {tuple(s.shape)}; expected ({c},) (one value a channel)")
         if s.dtype != x.dtype:
             raise ShapeError(f"batch_norm: {name} is {s.dtype} and the input {x.dtype}; they must match")
+
+
+def _bn_tiling(specs, chip, eps=1e-5, has_weight=False, has_bias=False):
+    x = specs[0]
+    _bn_check(specs, eps, has_weight, has_bias)
+    n, c = x.shape[:2]
     return batch_norm_tiling(n, c, max(1, math.prod(x.shape[2:])), x.dtype, chip)
 
 
@@ -124,7 +169,8 @@ def _bn_run(arrays, t, chip, mode, eps=1e-5, has_weight=False, has_bias=False):
 
 
 register("BatchNorm", "norm", _bn_tiling, _bn_run,
-         "inference BatchNorm over channel 1: y = (x - mean) / sqrt(var + eps) * weight + bias")
+         "inference BatchNorm over channel 1: y = (x - mean) / sqrt(var + eps) * weight + bias",
+         inputs=("x", "running_mean", "running_var", "weight?", "bias?"), infer=_same_as_input(_bn_check))
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
