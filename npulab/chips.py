@@ -202,6 +202,12 @@ def load_chip(path: str | Path) -> ChipSpec:
     except FileNotFoundError:
         raise ChipFileError(f"{origin}: no such file ({path}); built-in chips are "
                             f"{', '.join(chip_names())}") from None
+    except IsADirectoryError:
+        raise ChipFileError(f"{origin}: {path} is a directory; give the path of a .toml chip file") from None
+    except UnicodeDecodeError:
+        raise ChipFileError(f"{origin}: not a text file (a chip file is TOML, UTF-8)") from None
+    except OSError as exc:
+        raise ChipFileError(f"{origin}: cannot be read: {exc.strerror or exc}") from None
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -230,6 +236,28 @@ def load_chip(path: str | Path) -> ChipSpec:
     if spec.memory.gm_bytes_per_cycle <= 0 or spec.vector.bytes_per_cycle <= 0:
         raise ChipFileError(f"{origin}: bandwidths 'memory.gm_bytes_per_cycle' and "
                             f"'vector.bytes_per_cycle' must be positive")
+    for name in ("macs_per_cycle_fp16", "macs_per_cycle_int8"):
+        if getattr(spec.cube, name) <= 0:
+            raise ChipFileError(f"{origin}: field 'cube.{name}' must be positive, got {getattr(spec.cube, name)!r}")
+    for name in ("max_repeat", "transcendental_cycles_per_repeat"):
+        if getattr(spec.vector, name) < 1:
+            raise ChipFileError(f"{origin}: field 'vector.{name}' must be at least 1, got "
+                                f"{getattr(spec.vector, name)!r}")
+    rb = spec.vector.repeat_bytes
+    if rb < 32 or rb % 32:
+        raise ChipFileError(f"{origin}: field 'vector.repeat_bytes' must be a whole number of 32-byte "
+                            f"blocks (a repeat is 8 of them on Ascend: 256), got {rb!r}")
+    startups = [("cube.startup_cycles", spec.cube.startup_cycles), ("vector.startup_cycles", spec.vector.startup_cycles)]
+    startups += [(f"pipes.{f.name}", getattr(spec.pipes, f.name)) for f in dataclasses.fields(PipeSpec) if f.name.endswith("startup_cycles")]
+    for name, v in startups:
+        if v < 0:
+            raise ChipFileError(f"{origin}: field '{name}' must be 0 or more, got {v!r}")
+    if spec.memory.gm_bytes <= 0 or spec.memory.l2_bytes < 0 or spec.memory.l2_bytes_per_cycle < 0:
+        raise ChipFileError(f"{origin}: 'memory.gm_bytes' must be positive and 'memory.l2_bytes' / "
+                            f"'memory.l2_bytes_per_cycle' 0 or more")
+    if spec.memory.l2_bytes > 0 and spec.memory.l2_bytes_per_cycle <= 0:
+        raise ChipFileError(f"{origin}: a chip with an L2 (l2_bytes > 0) needs a positive "
+                            f"'memory.l2_bytes_per_cycle'")
     return spec
 
 

@@ -96,6 +96,16 @@ def _bench(args) -> int:
     raise AssertionError(args.what)
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="npulab", description="a simulated Ascend-style NPU for learning")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,7 +116,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="benchmarks, as JSON")
     p.add_argument("what", choices=["sim", "kernels", "widgets"])
     p.add_argument("--json", action="store_true")
-    p.add_argument("--instructions", type=int, default=1_000_000, help="bench sim: stream length")
+    p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
     p.add_argument("--family", choices=["matmul", "vector", "conv", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")
     p.set_defaults(func=_bench)
@@ -116,6 +126,12 @@ def main(argv=None) -> int:
     except NpuError as exc:
         print(f"npulab: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (``npulab info --json | head``): stop quietly, as Unix tools do,
+        # and keep Python from complaining again when it flushes stdout at exit
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

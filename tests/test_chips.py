@@ -1,5 +1,6 @@
 """Chip files: the built-in chips, their derived peaks, and errors on bad files."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,9 @@ def test_user_chip_file_loads_by_path(tmp_path):
     (lambda t: t.replace("[cube]", "[cube]\nmacs_per_cycle_fp8 = 1"), "cube.macs_per_cycle_fp8"),  # unknown
     (lambda t: t.replace("clock_ghz = 1.0", 'clock_ghz = "fast"'), "clock_ghz"),  # wrong type
     (lambda t: t.replace("l0a = 512", "l0a = 500"), "align.l0a"),            # not a power of two
+    (lambda t: t.replace("max_repeat = 255", "max_repeat = 0"), "vector.max_repeat"),
+    (lambda t: t.replace("repeat_bytes = 256", "repeat_bytes = 1"), "vector.repeat_bytes"),
+    (lambda t: t.replace("macs_per_cycle_fp16 = 4096", "macs_per_cycle_fp16 = 0"), "cube.macs_per_cycle_fp16"),
 ])
 def test_bad_chip_file_names_the_field(tmp_path, edit, field):
     text = edit((CHIP_DIR / "teach.toml").read_text())
@@ -117,3 +121,28 @@ def test_cli_info_lists_chips():
 def test_cli_info_bad_chip_is_a_clear_error():
     out = _cli("info", "--chip", "nope")
     assert out.returncode == 2 and "unknown chip 'nope'" in out.stderr
+
+
+def test_chip_path_that_is_a_directory(tmp_path):
+    with pytest.raises(npulab.ChipFileError, match="is a directory"):
+        npulab.get_chip(str(tmp_path) + "/")
+
+
+def test_cli_rejects_bad_arguments_without_a_traceback(tmp_path):
+    out = _cli("info", "--chip", str(tmp_path) + "/")
+    assert out.returncode == 2 and "is a directory" in out.stderr and "Traceback" not in out.stderr
+    for n in ("0", "-5", "many"):
+        out = _cli("bench", "sim", "--instructions", n)
+        assert out.returncode == 2 and "--instructions" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_output_into_a_closed_pipe_ends_quietly():
+    # ``npulab info --json | head -1`` once head has gone: a pipe nobody reads any more
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        out = subprocess.run([sys.executable, "-m", "npulab.cli", "info", "--json"], stdout=w,
+                             stderr=subprocess.PIPE, text=True, check=False)
+    finally:
+        os.close(w)
+    assert out.returncode == 0 and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr

@@ -285,9 +285,11 @@ def test_a_launch_leaves_no_reference_cycles():
 # -- the queue calls: Cython (lang.Queue) against the readable twin (lang.pipe.PyQueue) ---------
 def _queue_kernel(queue_cls, steps, depth, dtypes):
     """A copy-in / compute / copy-out pipeline over two queues of ``queue_cls``, with the
-    deque(dtype) reinterpretation and a depth other than 2."""
+    deque(dtype) reinterpretation and a depth other than 2; block b writes its own 256 values
+    of y (blocks writing the same GM bytes race)."""
     def kernel(x, y):
         from npulab.lang import pipe as P
+        y = y[lang.get_block_idx() * 256:]
         pipe = P.Pipe()
         qi, qo = queue_cls(lang.VECIN, "in"), queue_cls(lang.VECOUT, "out")
         pipe.init_buffer(qi, depth, 512)
@@ -315,7 +317,7 @@ def test_queue_calls_twins_agree(steps, depth, blocks, dtypes):
     from npulab.lang import pipe as P
     assert P.Queue.alloc_tensor is not P.PyQueueOps.alloc_tensor     # the compiled calls are in use
     x = np.arange(256, dtype=np.float32)
-    runs = [lang.launch(_queue_kernel(cls, steps, depth, dtypes), blocks, x, np.zeros(256, np.float32),
+    runs = [lang.launch(_queue_kernel(cls, steps, depth, dtypes), blocks, x, np.zeros(256 * blocks, np.float32),
                         chip="teach", core_type="aiv") for cls in (P.Queue, P.PyQueue)]
     assert trace_digest(runs[0].trace, runs[0].outputs) == trace_digest(runs[1].trace, runs[1].outputs)
 

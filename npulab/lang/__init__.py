@@ -8,6 +8,10 @@ A vector kernel reads like its Ascend C original::
     x = in_x.deque(); ...; in_x.free_tensor(x)
 
 and runs with ``launch(kernel, block_dim, *args, chip="910")``.
+
+The vector ``min``, ``max`` and ``abs`` (Ascend C ``Min``, ``Max``, ``Abs``) are ``lang.min``
+and so on; ``from npulab.lang import *`` leaves them out, so Python's own ``min``, ``max`` and
+``abs`` keep working in the kernel's loops.
 """
 from .context import get_block_idx, get_block_num
 from .copy import data_copy, data_copy_pad
@@ -29,8 +33,8 @@ __all__ = [
     "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
     "Pipe", "Queue", "TBuf", "PIPE_ALL", "PIPE_FIX", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
     "PIPE_S", "PIPE_V", "pipe_barrier", "set_flag", "wait_flag", "A1", "A2", "B1", "B2", "CO1", "CO2",
-    "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "abs", "add", "adds",
-    "cast", "div", "duplicate", "exp", "ln", "max", "maxs", "min", "mins", "mul", "muls",
+    "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "add", "adds",
+    "cast", "div", "duplicate", "exp", "ln", "maxs", "mins", "mul", "muls",
     "reciprocal", "reduce_max", "reduce_sum", "relu", "sqrt", "sub",
     "data_copy_nd2nz", "load_data", "mmad", "fixpipe",
     "reduce_sum_rows", "reduce_max_rows", "add_per_row", "sub_per_row", "mul_per_row", "div_per_row",

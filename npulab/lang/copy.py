@@ -12,7 +12,7 @@ from ..errors import AlignmentError, ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .sync import vector_hazard
-from .tensor import GlobalTensor, LocalTensor
+from .tensor import GlobalTensor, LocalTensor, as_whole
 
 BLOCK = 32  # bytes: the unit every DMA moves
 
@@ -49,7 +49,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     if src.dtype != dst.dtype:
         raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert "
                          f"(use cast on the vector unit)")
-    count = int(count)
+    count = as_whole(count, what)
     if count <= 0:
         raise ShapeError(f"{what}: count must be positive, got {count}")
     nbytes = count * src.itemsize
@@ -90,7 +90,8 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     if route[0] == "GM":
         dev.gm.read(core, i, moved, src.byte_range(count))
     elif route[1] == "GM":
-        dev.gm.write(core, i, pipe, moved)
+        name, lo, hi = dst.byte_range(count)
+        dev.gm.write(core, i, pipe, moved, (name, lo, hi - lo, hi - lo, 1))
 
 
 def data_copy(dst, src, count: int | None = None) -> None:

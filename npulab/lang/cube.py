@@ -554,7 +554,8 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
                    energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
                    route=f"L0C->{level}", reads=reads, writes=[wr])
     if to_gm:
-        dev.gm.write(core, i, Pipe.FIX, nbytes)
+        it = dst.itemsize
+        dev.gm.write(core, i, Pipe.FIX, nbytes, (f"GM:{dst.name}", dst.offset * it, n * it, stride * it, m))
 
 
 __all__ = ["data_copy_nd2nz", "load_data", "mmad", "mmad_cycles", "macs_per_cycle", "fixpipe", "MAX_MNK"]

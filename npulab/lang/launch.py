@@ -30,6 +30,11 @@ class LaunchResult(NamedTuple):
     trace: Trace
 
 
+#: the most blocks a launch takes: Ascend C's blockDim is 1 to 65535 (Ascend C guide, "kernel
+#: function": BlockDim is a logical core count in [1, 65535])
+MAX_BLOCK_DIM = 65535
+
+
 def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
            scheduler: str = "cython", core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
@@ -49,8 +54,12 @@ def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
     """
     if not callable(kernel):
         raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
-    if not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
+    if isinstance(block_dim, (bool, np.bool_)) or not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
         raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
+    if block_dim > MAX_BLOCK_DIM:
+        raise ValueError(f"launch: block_dim {block_dim:,} is more blocks than a launch can have: Ascend C "
+                         f"takes 1 to {MAX_BLOCK_DIM:,} (the kernel call's blockDim); give each block more "
+                         f"work instead")
     donate = set(donate)
     for i in donate:
         if not (isinstance(i, (int, np.integer)) and 0 <= i < len(args) and isinstance(args[i], np.ndarray)):

@@ -22,7 +22,7 @@ from ..sim.isa import Kind, Op, flag_key
 from ..sim.isa import Pipe as HwPipe
 from ..sim.memory import AllocRecord
 from .context import current
-from .tensor import LocalTensor, Position, as_dtype
+from .tensor import LocalTensor, Position, as_dtype, as_whole
 
 _counter = {"queue": 0, "tbuf": 0}
 _WORK, _SET, _WAIT = int(Kind.WORK), int(Kind.SET), int(Kind.WAIT)
@@ -250,6 +250,9 @@ class TBuf:
         dt = as_dtype(dtype)
         n = self.nbytes // dt.itemsize
         if size is not None:
+            size = as_whole(size, f"TBuf '{self.name}'.get", "size")
+            if size < 1:
+                raise ShapeError(f"TBuf '{self.name}'.get: size must be positive, got {size}")
             if size > n:
                 raise ShapeError(f"TBuf '{self.name}' holds {n} elements of {dt}, asked for {size}")
             n = size
@@ -271,6 +274,9 @@ class Pipe:
         if isinstance(queue, TBuf):
             if nbytes is None:
                 buffer_num, nbytes = 1, buffer_num
+            nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes")
+            if nbytes < 1:
+                raise ShapeError(f"init_buffer({queue.name}): nbytes must be positive, got {nbytes}")
             buf = self.core.buffers[queue.position.buffer]
             queue.offset = buf.reserve(nbytes, queue.name)
             queue.buffer, queue.nbytes = buf, -(-nbytes // buf.align) * buf.align
@@ -281,6 +287,10 @@ class Pipe:
             raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
         if nbytes is None:
             raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
+        buffer_num = as_whole(buffer_num, f"init_buffer({queue.name})", "buffer_num")
+        nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes")
+        if nbytes < 1:
+            raise ShapeError(f"init_buffer({queue.name}): nbytes must be positive, got {nbytes}")
         if queue.core is not None:
             raise SyncError(f"queue '{queue.name}' is already initialised")
         if buffer_num < 1:

@@ -32,13 +32,13 @@ from ..errors import ShapeError
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .sync import vector_hazard
-from .tensor import LocalTensor
+from .tensor import LocalTensor, as_whole
 
 _UB = "UB"
 
 
 def _check(what: str, tensors, count: int, same_dtype: bool = True) -> int:
-    count = int(count)
+    count = as_whole(count, what)
     if count <= 0:
         raise ShapeError(f"{what}: count must be positive, got {count}")
     for name, t in tensors:
@@ -59,8 +59,9 @@ def _check(what: str, tensors, count: int, same_dtype: bool = True) -> int:
 
 
 def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
-           cycles_per_repeat: int = 1, flops_per_elem: int = 1) -> None:
-    """Issue ceil(repeats/255) vector instructions over ``count`` elements."""
+           cycles_per_repeat: int = 1, flops_per_elem: int = 1, partials: bool = False) -> None:
+    """Issue ceil(repeats/255) vector instructions over ``count`` elements (``partials``: each
+    repeat writes one value of dst, as WholeReduceSum does, instead of its elements)."""
     ctx = current()
     chip = ctx.device.chip
     vec = chip.vector
@@ -72,7 +73,12 @@ def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
         dur = repeats * cycles_per_repeat * builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle)
         nbytes = n * itemsize
         reads = [(s.buffer.name, s.offset + lo * s.itemsize, s.offset + (lo + n) * s.itemsize) for s in srcs]
-        writes = [(dst.buffer.name, dst.offset + lo * dst.itemsize, dst.offset + (lo + n) * dst.itemsize)]
+        if partials:
+            first = lo // per_repeat
+            writes = [(dst.buffer.name, dst.offset + first * dst.itemsize,
+                       dst.offset + (first + repeats) * dst.itemsize)]
+        else:
+            writes = [(dst.buffer.name, dst.offset + lo * dst.itemsize, dst.offset + (lo + n) * dst.itemsize)]
         vector_hazard(ctx.core, reads, writes)
         ctx.core.issue(Pipe.V, Kind.WORK, op, dur, name=f"{what} {n}",
                        nbytes=nbytes, flops=n * flops_per_elem,
@@ -115,6 +121,8 @@ min = _binary("min", np.minimum)  # noqa: A001
 def _scalar(what, fn):
     def op(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
         n = _check(what, [("dst", dst), ("src", src)], count)
+        if isinstance(scalar, (bool, np.bool_)) or not isinstance(scalar, (int, float, np.integer, np.floating)):
+            raise ShapeError(f"{what}: scalar must be a number, got {scalar!r} ({type(scalar).__name__})")
         if _functional():
             s = src.numpy()[:n]
             dst.numpy()[:n] = fn(s, s.dtype.type(scalar))
@@ -196,19 +204,29 @@ def duplicate(dst: LocalTensor, scalar, count: int) -> None:
 
 def _reduce(what, fn):
     def op(dst: LocalTensor, src: LocalTensor, count: int) -> None:
-        n = _check(what, [("dst", dst), ("src", src)], count)
+        n = _check(what, [("src", src)], count)
+        _check(what, [("dst", dst)], 1)
+        if dst.dtype != src.dtype:
+            raise ShapeError(f"{what}: dst is {dst.dtype} and src {src.dtype}; they must match (cast first)")
+        per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
+        parts = -(-n // per_repeat)
+        if parts > dst.size:
+            raise ShapeError(f"{what}: dst '{dst.owner}' holds {dst.size} elements of {dst.dtype}, and the "
+                             f"first pass writes one partial a repeat there: {parts} for count {n} "
+                             f"({per_repeat} elements a repeat), folded into dst[0] after. Give dst at "
+                             f"least {parts} elements")
         if _functional():
             x = src.numpy()[:n]
             acc = x.astype(np.float32) if x.dtype == np.float16 else x
             dst.numpy()[0] = fn(acc)
-        # the repeats over src, then log2(elements a repeat) folding steps (chosen)
-        per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
-        _issue(what, Op.VEC_REDUCE, dst, [src], n, src.itemsize)
+        # the repeats over src (one partial each), then log2(elements a repeat) folding steps (chosen)
+        _issue(what, Op.VEC_REDUCE, dst, [src], n, src.itemsize, partials=True)
         _issue(what + " fold", Op.VEC_REDUCE, dst, [dst], 1, src.itemsize,
                cycles_per_repeat=int(np.log2(per_repeat)), flops_per_elem=0)
     op.__name__ = what
     op.__doc__ = (f"dst[0] = {what.split('_')[1]} of src[:count] (Ascend C ``{what.title().replace('_', '')}``); "
-                  f"fp16 accumulates in fp32.")
+                  f"fp16 accumulates in fp32. dst holds the per-repeat partials first (one a repeat of "
+                  f"src), so it needs ceil(count / elements a repeat) elements.")
     return op
 
 
@@ -310,8 +328,8 @@ def _split(n: int, most: int) -> list[int]:
 
 
 def _check_rows(what, tensors, rows, cols, stride):
-    rows, cols = int(rows), int(cols)
-    stride = cols if stride is None else int(stride)
+    rows, cols = as_whole(rows, what, "rows"), as_whole(cols, what, "cols")
+    stride = cols if stride is None else as_whole(stride, what, "stride")
     if rows <= 0 or cols <= 0:
         raise ShapeError(f"{what}: rows and cols must be positive, got rows={rows}, cols={cols}")
     if stride < cols:

@@ -55,9 +55,8 @@ class GanttData:
     """
 
     def __init__(self, trace, core: int = 0):
+        core = trace.check_core(core, "gantt")
         ncores = len(trace.core_cycles)
-        if not 0 <= core < max(ncores, 1):
-            raise ValueError(f"gantt: core={core} is out of range; this trace used cores 0-{ncores - 1}")
         self.trace, self.core = trace, core
         rows = np.flatnonzero(trace.core == core)
         pipe, kind = trace.pipe[rows], trace.kind[rows]

@@ -63,9 +63,8 @@ class OccupancyData:
     """
 
     def __init__(self, trace, core: int = 0):
+        core = trace.check_core(core, "occupancy")
         ncores = len(trace.core_cycles)
-        if not 0 <= core < max(ncores, 1):
-            raise ValueError(f"occupancy: core={core} is out of range; this trace used cores 0-{ncores - 1}")
         self.trace, self.core = trace, core
         self.cycles = int(trace.core_cycles[core]) if ncores else 0
         mine = [a for a in trace.allocations if a.core == core]

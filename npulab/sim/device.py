@@ -175,6 +175,12 @@ class Core:
     # -- flags ------------------------------------------------------------------------------
     def check_event(self, src: int, dst: int, event_id: int, what: str) -> None:
         limit = self.device.chip.event_ids
+        if Pipe.ALL in (Pipe(src), Pipe(dst)):
+            raise ValueError(f"{what}: PIPE_ALL is not a pipe a flag can leave or reach; a flag goes "
+                             f"from one pipe (S, MTE1, MTE2, MTE3, M, V, FIX) to another. To wait "
+                             f"for every pipe, use pipe_barrier(PIPE_ALL)")
+        if isinstance(event_id, bool) or int(event_id) != event_id:
+            raise ValueError(f"{what}: event id {event_id!r} must be a whole number")
         if not 0 <= int(event_id) < limit:
             raise ValueError(f"{what}: event id {event_id} is out of range; chip "
                              f"'{self.device.chip.name}' has event ids 0-{limit - 1}")
@@ -327,6 +333,11 @@ class Device:
             # ``end`` it was in flight), a set at once, a wait or a barrier at its end
             busy_end = np.where(kind == Kind.WORK, start + dur, np.where(kind == Kind.SET, start, end))
             timelines.append((start, end, busy_end))
+        if self.check_races:
+            race = races.find_block_race(self.gm.block_accesses(),
+                                         lambda c, i: int(self.cores[c].block[i]))
+            if race is not None:
+                raise self._explain_block_race(race)
         return Trace.from_device(self, timelines)
 
     def describe(self, core: Core, i: int) -> str:
@@ -347,6 +358,19 @@ class Device:
         return DeadlockError(f"deadlock on core {core.index}: " + "; ".join(lines) +
                              ". Every wait_flag needs a matching set_flag (same source pipe, "
                              "destination pipe and event id) that can run first.", blocked=blocked)
+
+    def _explain_block_race(self, race) -> RaceError:
+        (cj, bj, j, wj), (ci, bi, i, wi), buf, lo, hi = race
+        what = {(True, True): "writes what", (True, False): "reads what",
+                (False, True): "writes what"}[(wj, wi)]
+        verb = "writes" if wj else "reads"
+        ij = f"#{j} {Pipe(int(self.cores[cj].pipe[j])).name} '{self.cores[cj].name[j]}' (block {bj}, core {cj})"
+        ii = f"#{i} {Pipe(int(self.cores[ci].pipe[i])).name} '{self.cores[ci].name[i]}' (block {bi}, core {ci})"
+        return RaceError(
+            f"race between blocks in {buf} bytes [{lo}, {hi}): {ii} {what} {ij} {verb}. The blocks of "
+            f"a launch run at the same time on different cores, in no fixed order, so nothing "
+            f"orders one block's copies before another's. Fix: give each block its own part of "
+            f"the tensor (offset it by get_block_idx()), or split the work into two launches.")
 
     def _explain_race(self, core: Core, race) -> RaceError:
         j, i, buf, lo, hi = race

@@ -53,6 +53,7 @@ class GmTraffic:
         self.device = device
         self.reads: list[tuple] = []      # (seq on its core, core index, instruction, key, nbytes)
         self.writes: list[tuple] = []     # (core index, instruction, pipe, nbytes)
+        self.write_rows: list[tuple] = []  # (core index, instruction, rows): see write()
         self._seq: dict[int, int] = {}
         self.stats = {"l2_hits": 0, "l2_misses": 0, "hbm_read_bytes": 0, "gm_write_bytes": 0}
 
@@ -63,9 +64,28 @@ class GmTraffic:
         self._seq[core.index] = s + 1
         self.reads.append((s, core.index, index, key, int(nbytes)))
 
-    def write(self, core, index: int, pipe: Pipe, nbytes: int) -> None:
-        """Instruction ``index`` of ``core`` writes ``nbytes`` to GM on ``pipe`` (MTE3 or FIX)."""
+    def write(self, core, index: int, pipe: Pipe, nbytes: int, rows=None) -> None:
+        """Instruction ``index`` of ``core`` writes ``nbytes`` to GM on ``pipe`` (MTE3 or FIX).
+        ``rows``: the bytes written, (GM name, first byte, bytes a row, bytes from row to row,
+        rows), kept for the race check between blocks when races are checked."""
         self.writes.append((core.index, index, pipe, int(nbytes)))
+        if rows is not None and self.device.check_races:
+            self.write_rows.append((core.index, index, rows))
+
+    def block_accesses(self):
+        """Every GM write (row by row) and every contiguous GM read of the launch, as
+        (buffer, lo, hi, is_write, core, instruction), for races.find_block_race. (A strided
+        read is left out: its key gives no exact bytes, and its span would overlap writes it
+        does not touch.)"""
+        for ci, idx, (buf, lo, row, step, nrows) in self.write_rows:
+            if nrows == 1 or step == row:
+                yield buf, lo, lo + step * (nrows - 1) + row, True, ci, idx
+            else:
+                for r in range(nrows):
+                    yield buf, lo + r * step, lo + r * step + row, True, ci, idx
+        for _, ci, idx, key, _ in self.reads:
+            if len(key) == 3 and isinstance(key[0], str) and key[0].startswith("GM:"):
+                yield key[0], key[1], key[2], False, ci, idx
 
     def _replay_l2(self) -> list[float]:
         """HBM bytes of every read, in recording order, after the L2 replay."""

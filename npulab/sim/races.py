@@ -70,3 +70,39 @@ def find_race(pipe, kind, match, order, accesses):
                 keep.append((i, p, vc[p], lo, hi, write))
                 shadow[(buf, page)] = keep
     return None
+
+
+def find_block_race(accesses, block_of):
+    """The first pair of GM accesses of *different* blocks of one launch that overlap, at least
+    one of them a write, or None. The blocks of a launch run at the same time on different
+    cores with no order between them (the simulator may run two on one core one after the
+    other; a kernel cannot count on that), so such a pair is a race whatever the schedule.
+
+    accesses: iterable of (buffer, lo, hi, is_write, core, instruction), byte ranges [lo, hi)
+    of GM (GmTraffic.block_accesses); block_of(core, instruction): the block that issued it.
+    Returns ``((core, block, instruction, is_write) of the lower block, (...) of the other,
+    buffer, lo, hi)``.
+    """
+    by_buf: dict[str, list] = {}
+    for buf, lo, hi, write, core, i in accesses:
+        if hi > lo:
+            by_buf.setdefault(buf, []).append((lo, hi, block_of(core, i), bool(write), core, i))
+    for buf in sorted(by_buf):
+        items = by_buf[buf]
+        if not any(it[3] for it in items) or len({it[2] for it in items}) < 2:
+            continue
+        items.sort()
+        # sweep by start; of the intervals still open keep, per (block, is_write), the one that
+        # reaches furthest: any earlier interval overlapping this one, that one overlaps too
+        live: dict[tuple, tuple] = {}
+        for lo, hi, block, write, core, i in items:
+            for (b, w), (ohi, olo, ocore, oi) in list(live.items()):
+                if ohi <= lo:
+                    del live[(b, w)]
+                elif b != block and (w or write):
+                    a, c = sorted([(b, ocore, oi, w), (block, core, i, write)])
+                    return ((a[1], a[0], a[2], a[3]), (c[1], c[0], c[2], c[3]), buf,
+                            max(lo, olo), min(hi, ohi))
+            if live.get((block, write), (-1,))[0] < hi:
+                live[(block, write)] = (hi, lo, core, i)
+    return None

@@ -116,6 +116,15 @@ class Trace:
     def __len__(self) -> int:
         return len(self.pipe)
 
+    def check_core(self, core, what: str) -> int:
+        """``core`` as an int when the launch used it; else a ValueError naming ``what`` and the
+        cores there are."""
+        ncores = len(self.core_cycles)
+        if isinstance(core, (bool, np.bool_)) or not isinstance(core, (int, np.integer)) \
+                or not 0 <= core < max(ncores, 1):
+            raise ValueError(f"{what}: core={core!r} is out of range; this trace used cores 0-{ncores - 1}")
+        return int(core)
+
     def busy_cycles(self, core: int | None = None) -> np.ndarray:
         """Cycles each pipe was occupied by work (not waiting, not a copy's in-flight latency),
         summed over ``core`` or over all cores."""

@@ -23,6 +23,7 @@ class GanttWidget(W.VBox):
 
     def __init__(self, trace, core: int = 0):
         self.trace = trace
+        core = trace.check_core(core, "gantt")
         ncores = len(trace.core_cycles)
         self.core_select = W.Dropdown(options=[(f"core {c}", c) for c in range(ncores)], value=core,
                                       description="core", layout=W.Layout(width="150px"))

@@ -34,6 +34,7 @@ class OccupancyWidget(W.VBox):
 
     def __init__(self, trace, core: int = 0, *, buffers=None):
         self.trace, self.buffers = trace, buffers
+        core = trace.check_core(core, "occupancy")
         ncores = len(trace.core_cycles)
         self.core_select = W.Dropdown(options=[(f"core {c}", c) for c in range(ncores)], value=core,
                                       description="core", layout=W.Layout(width="150px"))
