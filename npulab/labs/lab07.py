@@ -18,6 +18,7 @@ import numpy as np
 from ..chips import get_chip
 from ..kernels.activation import activation_tiling, launch_activation
 from ..kernels.norm import KernelRmsNorm, _run_rows, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
+from ..plot.idle import pipe_time
 from ..sim.isa import Kind, Pipe
 
 SEED = 0
@@ -150,30 +151,27 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = "910") -> dict:
 
 
 def vector_time(trace, core: int = 0) -> dict:
-    """Where the vector pipe of ``core`` spent the kernel's cycles, from the trace: ``busy``
-    (its repeats), and its waits (wait_flag instructions on the V pipe, by what they wait
-    for): ``barriers`` (automatic PIPE_V barriers: a step waiting for the result of the one
-    before), ``copy_in`` (deque: a tile not yet copied in; ``first_tile`` of it before the
-    first tile arrived), ``copy_out`` (a slot not yet copied out and freed, and the end of the
-    block waiting for the last copies out), ``other`` (the rest: start-ups no wait covers).
-    The parts add up to ``cycles``, the core's end."""
-    on = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == int(Kind.WAIT)))
+    """Where the vector pipe of ``core`` spent the kernel's cycles: the gantt table's breakdown
+    (:func:`npulab.plot.idle.pipe_time`) with its waits grouped by what they wait for:
+    ``busy`` (its repeats), ``barriers`` (automatic PIPE_V barriers: a step waiting for the
+    result of the one before), ``copy_in`` (deque: a tile or a parameter not yet copied in;
+    ``first_tile``: the cycle the first tile of x arrived), ``copy_out`` (a slot not yet copied
+    out and freed, and the end of the block waiting for the last copies out), ``other`` (the
+    rest). The parts add up to ``cycles``, the core's run."""
+    row = next(r for r in pipe_time(trace, core) if r["pipe"] == "VECTOR")
     parts = {"barriers": 0, "copy_in": 0, "copy_out": 0}
-    first = None
-    for i in on:
-        name, took = trace.name[i], int(trace.end[i] - trace.start[i])
-        if name.startswith("pipe_barrier"):
+    for reason, took in row["waits"].items():
+        if reason.startswith("pipe_barrier"):
             parts["barriers"] += took
-        elif name.startswith("deque"):
+        elif reason.startswith("deque"):
             parts["copy_in"] += took
-            if first is None and took and not name.startswith("deque in_gamma"):
-                first = int(trace.end[i])
-        elif name.startswith(("release", "alloc_tensor")):
+        elif reason.startswith(("release", "alloc_tensor")):
             parts["copy_out"] += took
-    cycles = int(trace.core_cycles[core])
-    busy = int(trace.busy_cycles(core)[Pipe.V])
-    return {"cycles": cycles, "busy": busy, **parts, "first_tile": first or 0,
-            "other": cycles - busy - sum(parts.values())}
+    on = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == int(Kind.WAIT))
+                        & (trace.end > trace.start))
+    first = next((int(trace.end[i]) for i in on if trace.name[i].startswith("deque in_x")), 0)
+    return {"cycles": row["span"], "busy": row["busy"], **parts, "first_tile": first,
+            "other": row["span"] - row["busy"] - sum(parts.values())}
 
 
 def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = "910") -> dict:
