@@ -17,7 +17,7 @@ import pytest
 import npulab
 from npulab import lang
 from npulab.chips import get_chip
-from npulab.kernels.elementwise import AddTiling, KernelAdd
+from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
 from npulab.labs import check, lab02, lab04, lab07
 from npulab.labs.check import REGISTRY, same_code
 from npulab.labs.lab03 import RowTiling
@@ -92,6 +92,18 @@ class ComputeSub(KernelAdd):
         self.in_y.free_tensor(y)
 
 
+class ComputeBarrier(KernelAdd):
+    """Right values, but a full barrier after every add serialises the pipes: too slow."""
+    def compute(self, count):
+        x, y = self.in_x.deque(), self.in_y.deque()
+        z = self.out_z.alloc_tensor(self.dtype)
+        lang.add(z, x, y, count)
+        pipe_barrier(PIPE_ALL)
+        self.out_z.enque(z)
+        self.in_x.free_tensor(x)
+        self.in_y.free_tensor(y)
+
+
 class ComputeBlank(KernelAdd):
     def compute(self, count):
         ...
@@ -145,7 +157,10 @@ def blank_fn(intensity, peak_tflops, bandwidth_gbs):
 
 
 # -- lab 03 ------------------------------------------------------------------------------------
-def _add_tiling(align="up", tile="ub", buffers=True):
+def _add_tiling(align="up", tile="ub", buffers=True, cap="eighth"):
+    """The package's Add tiling as the spec states it, or one of its typical slips: ``cap`` is
+    the limit from the block ("eighth": ceil(bf / 8) rounded up to 32-byte blocks; "eighth down":
+    rounded down; "block": bf itself (the old rule); "none": no limit)."""
     def fn(n, dtype, chip, buffer_num):
         pb = 32 // dtype.itemsize
         if align == "up":
@@ -156,7 +171,9 @@ def _add_tiling(align="up", tile="ub", buffers=True):
             bf = -(-n // chip.ai_cores)
         bn = buffer_num if buffers else 1
         top = chip.buffers.ub // (3 * bn) // 32 * 32
-        t = {"ub": min(top // dtype.itemsize, bf), "bytes": top, "tiny": pb}[tile]
+        limit = {"eighth": -(-(-(-bf // 8)) // pb) * pb, "eighth down": max(pb, -(-bf // 8) // pb * pb),
+                 "block": bf, "none": top}[cap]
+        t = {"ub": min(top // dtype.itemsize, limit), "bytes": top, "tiny": pb}[tile]
         return AddTiling(n, bf, -(-n // bf), t, buffer_num)
     return fn
 
@@ -176,7 +193,7 @@ def _row_tiling(mistake=None):
         bd = -(-rows // rpc)
         ub = chip.buffers.ub if mistake == "no gamma" else chip.buffers.ub - rb
         per = 2 * rb if mistake == "one slot" else 4 * rb
-        rpt = 1 if mistake == "one row" else min(rpc, ub // per)
+        rpt = 1 if mistake == "one row" else ub // per if mistake == "no cap" else min(rpc, ub // per)
         return RowTiling(rows, cols, rpc, bd, rpt, 2)
     return fn
 
@@ -186,18 +203,21 @@ def _row_tiling_blank(rows, cols, dtype, chip):
 
 
 # -- lab 04 ------------------------------------------------------------------------------------
-def _silu(slots_x=2, slots_z=2, tile_div=4):
+def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
+    """SiLU with ``slots_x`` / ``slots_z`` slots of UB / ``tile_div`` bytes (None: 64 elements);
+    the stages work on 1 / ``tile_of_slot`` of a slot."""
     class Silu(lab04.SiluStages):
         def __init__(self, x, z, tiling):
             start = get_block_idx() * tiling.block_factor
             self.length = min(tiling.block_factor, tiling.total - start)
             self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
             self.dtype = x.dtype
-            self.tile = 64 if tile_div is None else tiling.ub_bytes // tile_div // 32 * 32 // 2
+            slot = 64 if tile_div is None else tiling.ub_bytes // tile_div // 32 * 32 // 2
+            self.tile = slot // tile_of_slot
             self.pipe = Pipe()
             self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
-            self.pipe.init_buffer(self.in_x, slots_x, self.tile * 2)
-            self.pipe.init_buffer(self.out_z, slots_z, self.tile * 2)
+            self.pipe.init_buffer(self.in_x, slots_x, slot * 2)
+            self.pipe.init_buffer(self.out_z, slots_z, slot * 2)
     return Silu
 
 
@@ -409,6 +429,16 @@ M = N = K = 1024
 R, C = 4096, 1024
 BEST_TILE = TEACH.buffers.ub // 6 // 32 * 32 // 2
 
+# lab 01, exercise 5 on the 910: ridge points 256 TFLOPS / 1.2 TB/s (cube) and 4 TFLOPS / 1.2 TB/s
+# (vector); a decode matmul (16 x 4096 x 4096) lies between them, and so does a degree-15 polynomial
+# (30 FLOPs per 4 bytes)
+VECTOR_RIDGE = C910.peak_vector_tflops_fp16 * 1000 / C910.gm_bandwidth_gbs
+CUBE_RIDGE = C910.peak_fp16_tflops * 1000 / C910.gm_bandwidth_gbs
+DECODE_AI = 2 * 16 * 4096 * 4096 / (2 * (16 * 4096 + 4096 * 4096 + 16 * 4096))
+assert VECTOR_RIDGE < DECODE_AI < CUBE_RIDGE and VECTOR_RIDGE < 30 / 4 < CUBE_RIDGE
+BOUND_OK = {"add": "memory", "matmul": "compute", "layernorm": "memory-bound", "decode_matmul": "memory",
+            "polynomial": "compute"}
+
 #: exercise -> (reference answer, [(wrong answer, words the hint must contain), ...], blank)
 CASES = {
     "00.largest_buffer": ("L1", [("UB", "compare the sizes"), ("GM", "shared by all cores"),
@@ -425,39 +455,55 @@ CASES = {
     "01.intensity_layernorm": (8 * R * C / (2 * (2 * R * C + 2 * C)),
                                [(8 * R * C / (2 * R * C), "written"),
                                 (8 * R * C / (2 * (2 * R * C + 2 * R * C)), "gamma and beta")], ...),
-    "01.bound": ({"add": "memory", "matmul": "compute", "layernorm": "memory-bound"},
-                 [({"add": "compute", "matmul": "compute", "layernorm": "compute"}, "ridge point"),
-                  ({"add": "memory", "matmul": "memory", "layernorm": "memory"}, "ridge point"),
-                  (["memory"], "dict")], ...),
+    "01.bound": (BOUND_OK, [({op: "compute" for op in BOUND_OK}, "ridge point"),
+                            ({op: "memory" for op in BOUND_OK}, "ridge point"),
+                            ({**BOUND_OK, "polynomial": "memory"}, "every operator against the cube"),
+                            ({**BOUND_OK, "decode_matmul": "compute"}, "every operator against the vector"),
+                            ({**BOUND_OK, "matmul": "memory"}, "matmul has"),
+                            ({k: v for k, v in BOUND_OK.items() if k != "polynomial"}, "dict"),
+                            (["memory"], "dict")], ...),
     "02.compute_stage": (ComputeOk, [(ComputeNoFree, "free_tensor"), (ComputeNoEnque, "enque"),
                                      (ComputeFreeTooEarly, "only after the add"),
-                                     (ComputeSub, "another operation"), (3, "class")], ComputeBlank),
+                                     (ComputeSub, "another operation"), (ComputeBarrier, "no pipe_barrier"),
+                                     (3, "class")], ComputeBlank),
     "02.busiest_pipe": ("MTE2", [("VECTOR", "memory-bound"), ("MTE3", "reads two"), ("CUBE", "no work")], ...),
     "02.fix_race": (_one_tile("flags"), [(_one_tile("none"), "set_flag"), (_one_tile("wrong pipes"), "set_flag"),
                                          (_one_tile("wait only"), "set_flag with the same")], _racy_copy),
     "02.ub_tile": (BEST_TILE, [(TEACH.buffers.ub // 3 // 32 * 32 // 2, "double buffering needs two"),
+                               (BEST_TILE + 16, "double buffering needs two"),
                                (4096, "does not fit"), (1000, "multiple of 16"),
-                               (64, "start-up"), (1360.0, "whole number")], ...),
+                               (64, "not the largest"), (BEST_TILE - 16, "still have room"),
+                               (1024, "still have room"), (float(BEST_TILE), "whole number")], ...),
     "03.add_tiling_fn": (_add_tiling(), [(_add_tiling(align="down"), "never down"),
                                          (_add_tiling(align="none"), "32-byte boundary"),
                                          (_add_tiling(buffers=False), "buffer_num=2 slots"),
                                          (_add_tiling(tile="bytes"), "in bytes"),
-                                         (_add_tiling(tile="tiny"), "largest tile"),
+                                         (_add_tiling(tile="tiny"), "the two caps allow"),
+                                         (_add_tiling(cap="block"), "too few for the pipes to overlap"),
+                                         (_add_tiling(cap="none"), "longer than its block"),
+                                         (_add_tiling(cap="eighth down"), "never down"),
                                          (_add_tiling_tuple, "not an AddTiling")], _add_tiling_blank),
     "03.row_tiling": (_row_tiling(), [(_row_tiling("no gamma"), "gamma"), (_row_tiling("floor"), "loses the remainder"),
-                                      (_row_tiling("one slot"), "each hold"), (_row_tiling("one row"), "as many whole rows")],
+                                      (_row_tiling("one slot"), "each hold"), (_row_tiling("one row"), "as many whole rows"),
+                                      (_row_tiling("no cap"), "no more than rows_per_core")],
                       _row_tiling_blank),
     "03.overflowing_buffers": ({"L1", "L0C"}, [(set(), "buffer_num copies"), ({"L1"}, "fp32"),
                                                ({"L0C"}, "L1 overflows too"), ({"L1", "L0C", "UB"}, "UB is not used"),
                                                ("L1", "set of")], ...),
     "04.double_buffered": (_silu(), [(_silu(1, 1, 2), "still one slot"), (_silu(2, 2, 2), "twice its UB"),
                                      (_silu(2, 1, 4), "Every queue between two pipes"),
-                                     (_silu(2, 2, None), "smaller tiles"), (3, "your kernel class")], _SiluBlank),
+                                     (_silu(3, 3, 6), "more than two slots"), (_silu(3, 2, 6), "buffer_num=2"),
+                                     (_silu(2, 2, 6), "Add's split"), (_silu(2, 2, 8), "UB / 4"),
+                                     (_silu(2, 2, None), "UB / 4"), (_silu(2, 2, 4, 2), "self.tile"),
+                                     (3, "your kernel class")], _SiluBlank),
     "04.mte2_stall": (("in_x", "VECTOR"), [(("out_z", "VECTOR"), "never touches"), (("in_x", "MTE3"), "free_tensor"),
                                            (("in_x", "MTE2"), "pipe that waits"), ("in_x", "pair")], ...),
-    "04.fastest_buffer_num": ({"SiLU": 3, "Add": 3}, [({"SiLU": 3, "Add": 1}, "with one slot"),
-                                                      ({"SiLU": 2, "Add": 3}, "back to back"),
-                                                      ([3, 3], "dict")], ...),
+    "04.fastest_buffer_num": ({"SiLU": np.int64(3), "Add": 3}, [({"SiLU": 3, "Add": 1}, "with one slot"),
+                                                                ({"SiLU": 2, "Add": 3}, "back to back"),
+                                                                ({"SiLU": np.int64(2), "Add": np.int64(3)},
+                                                                 "back to back"),
+                                                                ({"SiLU": True, "Add": 3}, "whole numbers"),
+                                                                ([3, 3], "dict")], ...),
     "05.nz_offset": (_nz(), [(_nz("no pad"), "pads the rows"), (_nz("nd"), "that is ND"), (_nz("zz"), "that is ZZ"),
                              (_nz("swapped"), "row-major ('z')")], _nz_blank),
     "05.k_loop": (_k_loop(), [(_k_loop(init="always"), "only the last K0 slice"),
@@ -555,14 +601,23 @@ def test_checkers_never_raise(key, junk, capsys):
 
 
 def test_performance_exercise_reports_cycles_and_target():
-    slow = _checker("02.ub_tile").grade(64)
-    text = slow.render("ub_tile")
+    slow = _checker("02.compute_stage").grade(ComputeBarrier)
+    text = slow.render("compute_stage")
     assert slow.status == "fail" and "too slow" in slow.summary
     assert re.search(r"your kernel: [\d,]+ cycles; reference [\d,]+; target <= [\d,]+ \(150%\)", text)
-    ok = _checker("02.ub_tile").grade(BEST_TILE).render("ub_tile")
+    ok = _checker("02.compute_stage").grade(ComputeOk).render("compute_stage")
     assert re.search(r"in [\d,]+ simulated cycles \(target <= [\d,]+, 150% of the reference's [\d,]+\)", ok)
     # correctness comes first: a wrong kernel fails on its values, not its cycles
     assert "z is not x + y" in _checker("02.compute_stage").grade(ComputeSub).summary
+
+
+def test_lab03_add_tiling_exercise_is_the_packages_add_tiling():
+    # exercise 1 of lab 03 asks for the package's Add tiling, rule for rule: the package's own
+    # function passes, and agrees with the spec's reference on every problem the check runs
+    assert check.lab03.add_tiling_fn.grade(add_tiling).passed
+    for n, dtype, chip, bn in check.lab03.ADD_CASES:
+        c = get_chip(chip)
+        assert add_tiling(n, dtype, c, bn) == _add_tiling()(n, np.dtype(dtype), c, bn)
 
 
 def test_the_racy_stub_is_recognised_and_the_race_is_real():

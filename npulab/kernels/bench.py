@@ -5,8 +5,10 @@ Each row is a JSON-ready dict with at least ``op``, ``shape``, ``dtype``, ``chip
 ``cycles``, ``lower_bound_cycles`` (MACs / (cores x MACs per cycle)) and ``utilization``
 (= lower_bound_cycles / cycles, never above 1). Rows whose full simulation would issue
 millions of instructions (the seed and naive tilings of 4096^3) are simulated for the first
-few block tiles of every core and extrapolated linearly (``estimated: true``; exact for the
-steady state, since every later tile repeats the same instructions); the tuned tiling is
+few block tiles of every core and extrapolated linearly (``estimated: true``): every later
+tile repeats the same instructions, and the estimate assumes each costs what the third and
+fourth did, which small tiles (whose copies and the other cores' traffic overlap differently
+as a run goes on) miss by a few percent (lab 05 runs the seed tiling both ways); the tuned tiling is
 simulated in full, and ``sim_seconds`` says how long that took (timing-only, trace included;
 issue 4 asks for at most 2 s for the default 4096^3 row). Seconds depend on the machine;
 compare the ratios measured side by side in one run.

@@ -14,8 +14,11 @@ ADD_N = 1 << 20                           # z = x + y over this many fp16 elemen
 MATMUL_MNK = (1024, 1024, 1024)           # C[M,N] = A[M,K] @ B[K,N], all fp16
 LAYERNORM_RC = (4096, 1024)               # rows x columns, fp16, normalised over each row
 LAYERNORM_FLOPS_PER_ELEMENT = 8           # mean 1, variance 3, normalise + scale + shift 4
+DECODE_MNK = (16, 4096, 4096)             # an LLM decode step: 16 tokens (M) through a 4096 x 4096 weight
+POLY_DEGREE = 15                          # y = p(x) element-wise, Horner's rule: a multiply and an add a degree
 #: Which unit each operator runs on: its roof is that unit's peak.
-UNIT = {"add": "vector", "matmul": "cube", "layernorm": "vector"}
+UNIT = {"add": "vector", "matmul": "cube", "layernorm": "vector", "decode_matmul": "cube",
+        "polynomial": "vector"}
 
 
 def intensity_add(n: int = ADD_N) -> float:
@@ -33,9 +36,16 @@ def intensity_layernorm(rows: int, cols: int) -> float:
     return LAYERNORM_FLOPS_PER_ELEMENT * rows * cols / (FP16 * (2 * rows * cols + 2 * cols))
 
 
+def intensity_polynomial(degree: int = POLY_DEGREE) -> float:
+    """2 x degree FLOPs an element (Horner's rule); read x, write y."""
+    return 2 * degree / (2 * FP16)
+
+
 def reference_intensities() -> dict[str, float]:
+    """FLOP/B of every operator of exercise 5, by name (the keys of UNIT)."""
     return {"add": intensity_add(), "matmul": intensity_matmul(*MATMUL_MNK),
-            "layernorm": intensity_layernorm(*LAYERNORM_RC)}
+            "layernorm": intensity_layernorm(*LAYERNORM_RC),
+            "decode_matmul": intensity_matmul(*DECODE_MNK), "polynomial": intensity_polynomial()}
 
 
 def roof_tflops(chip: "ChipSpec | str", unit: str) -> float:
@@ -61,7 +71,7 @@ def bound(chip: "ChipSpec | str", op: str, intensity: float) -> str:
 
 
 def roofline_table(chip: "ChipSpec | str" = "910") -> list[tuple]:
-    """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the three operators."""
+    """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the operators of exercise 5."""
     chip = get_chip(chip)
     rows = []
     for op, ai in reference_intensities().items():
@@ -76,9 +86,9 @@ def print_roofline_table(chip: "ChipSpec | str" = "910") -> None:
     chip = get_chip(chip)
     print(f"{chip.name}: GM {chip.gm_bandwidth_gbs:g} GB/s, cube {chip.peak_fp16_tflops:.1f} TFLOPS, "
           f"vector {chip.peak_vector_tflops_fp16:.2f} TFLOPS")
-    print(f"{'op':<10} {'unit':<6} {'FLOP/B':>8} {'ridge':>8} {'TFLOPS':>8}  bound")
+    print(f"{'op':<14} {'unit':<6} {'FLOP/B':>8} {'ridge':>8} {'of ridge':>8} {'TFLOPS':>8}  bound")
     for op, unit, ai, r, att, b in roofline_table(chip):
-        print(f"{op:<10} {unit:<6} {ai:>8.2f} {r:>8.2f} {att:>8.2f}  {b}")
+        print(f"{op:<14} {unit:<6} {ai:>8.2f} {r:>8.2f} {ai / r:>8.0%} {att:>8.2f}  {b}")
 
 
 def print_core(chip: "ChipSpec | str" = "910") -> None:
@@ -97,8 +107,13 @@ def print_core(chip: "ChipSpec | str" = "910") -> None:
             ("MTE2", p.mte2_bytes_per_cycle, p.mte2_startup_cycles, "GM -> L1 or UB"),
             ("MTE1", p.mte1_bytes_per_cycle, p.mte1_startup_cycles, "L1 -> L0A / L0B"),
             ("MTE3", p.mte3_bytes_per_cycle, p.mte3_startup_cycles, "UB -> GM"),
-            ("FIXP", p.fix_bytes_per_cycle, p.fix_startup_cycles, "L0C -> GM or L1")]:
+            ("FIXP", p.fix_bytes_per_cycle, p.fix_startup_cycles,
+             "L0C -> GM or L1" + (" (*)" if chip.arch == "coupled" else ""))]:
         print(f"{name:6} {bw:>11g} {start:>8}  {what}")
+    if chip.arch == "coupled":
+        print(f"(*) the 910B's FixPipe, which the simulator models on every chip. On a real coupled chip "
+              f"such as\n    the {chip.name} (cube and vector units in one core) there is no such path: "
+              f"L0C drains through the\n    vector unit into UB, and MTE3 writes the result to GM.")
     print(f"\nGM: {chip.memory.gm_bytes_per_cycle:g} bytes a cycle for the whole chip "
           f"({chip.gm_bandwidth_gbs:g} GB/s), shared by the cores that copy at once")
     print(f"cube: {chip.cube.macs_per_cycle_fp16} fp16 MACs a cycle; vector: "

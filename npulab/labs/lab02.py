@@ -5,6 +5,7 @@
   ``run_add`` launches the package's own;
 * :func:`add_one_tile_racy`: a one-tile Add that sets its flags by hand and forgets one, for
   the race-repair exercise (:func:`race_message` shows what the race detector says);
+* :func:`largest_tile`: the tile exercise 4 asks for (the largest whose queues fit UB);
 * :func:`measure`: the cycles of Add for a few tile sizes and buffer counts.
 """
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lang
+from ..chips import get_chip
 from ..errors import RaceError
-from ..kernels.elementwise import KernelAdd, add_tiling, run_add
+from ..kernels.elementwise import BLOCK_BYTES, QUEUES_PER_TILE, KernelAdd, add_tiling, run_add
 from ..lang import (PIPE_MTE2, PIPE_V, VECCALC, Pipe, TBuf, data_copy, launch, set_flag,
                     wait_flag)
 
@@ -75,25 +77,46 @@ def race_message(kernel=add_one_tile_racy) -> str:
     return "no race"
 
 
+def largest_tile(chip: str = CHIP, buffer_num: int = 2, itemsize: int = 2) -> int:
+    """The largest tile (elements, whole 32-byte blocks) whose 3 queues x ``buffer_num`` slots
+    fit ``chip``'s UB."""
+    ub = get_chip(chip).buffers.ub
+    return ub // (QUEUES_PER_TILE * buffer_num) // BLOCK_BYTES * BLOCK_BYTES // itemsize
+
+
 def measure(tiles=(64, 128, 256, 512, 1024), buffer_nums=(1, 2), n: int = TILE_N, chip: str = CHIP):
-    """Cycles of Add on ``chip`` for each (tile, buffer_num); None where the tile does not fit."""
+    """Cycles of Add on ``chip`` for each tile: {"tile", "block" (elements per core), and per
+    buffer_num its cycles (None where the tile does not fit)}."""
     from ..errors import BufferOverflowError
     x, y = inputs(n)
     rows = []
     for tile in tiles:
-        row = [tile]
+        row = {"tile": tile, "block": add_tiling(n, x.dtype, chip, tile=tile).block_factor}
         for bn in buffer_nums:
             try:
                 _, tr = run_add(x, y, chip=chip, buffer_num=bn, tile=tile)
-                row.append(tr.cycles)
+                row[bn] = tr.cycles
             except BufferOverflowError:
-                row.append(None)
+                row[bn] = None
         rows.append(row)
     return rows
 
 
-def print_measure(rows, buffer_nums=(1, 2)) -> None:
-    head = ["tile (elements)"] + [f"buffer_num={b} cycles" for b in buffer_nums]
+def print_measure(rows, buffer_nums=(1, 2), near: float = 0.01) -> None:
+    """The table, then for each buffer_num the fastest tile and the tiles within ``near`` of it."""
+    def split(r):
+        full, tail = divmod(r["block"], r["tile"])
+        return f"{full} + a tail" if tail else f"{full}"
+
+    head = ["tile (elements)", "tiles per block"] + [f"buffer_num={b} cycles" for b in buffer_nums]
     print("  ".join(f"{h:>20}" for h in head))
-    for row in rows:
-        print("  ".join(f"{('does not fit' if v is None else f'{v:,}'):>20}" for v in row))
+    for r in rows:
+        cells = [f"{r['tile']:,}", split(r)] + ["does not fit" if r[b] is None else f"{r[b]:,}"
+                                                for b in buffer_nums]
+        print("  ".join(f"{c:>20}" for c in cells))
+    for b in buffer_nums:
+        ok = [r for r in rows if r[b] is not None]
+        best = min(ok, key=lambda r: r[b])
+        close = [r for r in ok if r[b] <= best[b] * (1 + near)]
+        print(f"buffer_num={b}: fastest tile {best['tile']:,} ({best[b]:,} cycles); within {near:.0%} "
+              f"of it: " + ", ".join(f"{r['tile']:,} ({r[b] / best[b] - 1:+.1%})" for r in close))

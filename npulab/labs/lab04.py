@@ -11,7 +11,9 @@ copies: with the three pipes balanced, overlapping them matters most.
   sets up the queues (``in_x``, ``out_z``), the tile and the block's slice of GM;
 * :class:`SiluSingle` (one slot per queue, the whole UB) and :class:`SiluDouble` (two slots,
   half the tile each), and :func:`silu_kernel` for any (buffer_num, tile);
-* :func:`run_silu`, :func:`compare`, :func:`stall_table`, :func:`ub_plan`, :func:`measure`.
+* :func:`run_silu`, :func:`compare`, :func:`stall_table`, :func:`print_waits`, :func:`ub_plan`,
+  :func:`measure`; :func:`slots`, :func:`slot_bytes`, :func:`copies_in` read a kernel's queues
+  off its trace (exercise 1's check).
 """
 from __future__ import annotations
 
@@ -162,6 +164,27 @@ def slots(trace, core: int = 0) -> dict:
     return {k: len(v) for k, v in sorted(out.items())}
 
 
+def slot_bytes(trace, core: int = 0) -> dict:
+    """{queue: bytes of its largest slot} from the trace's allocations."""
+    out: dict[str, int] = {}
+    for a in trace.allocations:
+        if a.core == core and "[" in a.owner:
+            name = a.owner.split("[")[0]
+            out[name] = max(out.get(name, 0), a.size)
+    return dict(sorted(out.items()))
+
+
+def copies_in(trace, core: int = 0) -> int:
+    """How many GM -> UB copies (one per tile) ``core`` issued."""
+    return sum(1 for i in range(len(trace)) if trace.core[i] == core and trace.name[i].startswith("data_copy GM->UB"))
+
+
+def double_tile(ub_bytes: int, itemsize: int = 2) -> int:
+    """The double-buffered tile (elements): 2 queues x 2 slots share UB, in whole 32-byte blocks;
+    half the single-buffered tile."""
+    return ub_bytes // (QUEUES * 2) // BLOCK_BYTES * BLOCK_BYTES // itemsize
+
+
 def compare(tile: int | None = None):
     """SiLU single and double buffered at the same tile (default: the double-buffered one's):
     {buffer_num: trace}."""
@@ -177,6 +200,19 @@ def compare(tile: int | None = None):
 def stall_table(trace, core: int = 0) -> str:
     from ..plot import pipe_time, pipe_time_table
     return pipe_time_table(pipe_time(trace, core))
+
+
+def print_waits(runs: dict, waits=(("MTE2", "release in_x"), ("VECTOR", "release out_z"),
+                                    ("VECTOR", "pipe_barrier V (auto) (wait)")), core: int = 0) -> None:
+    """Cycles each (pipe, reason) of ``waits`` stalled ``core``, in each run of ``runs``
+    ({buffer_num: trace}), and each run's cycles."""
+    from ..plot import pipe_time
+    per = {bn: {r["pipe"]: r["waits"] for r in pipe_time(tr, core)} for bn, tr in runs.items()}
+    w = max(len(f"{p} {r}") for p, r in waits)
+    print(f"{'cycles on core ' + str(core):<{w}}" + "".join(f"  {'buffer_num=' + str(bn):>12}" for bn in runs))
+    for pipe, reason in waits:
+        print(f"{pipe + ' ' + reason:<{w}}" + "".join(f"  {per[bn].get(pipe, {}).get(reason, 0):>12,}" for bn in runs))
+    print(f"{'the whole run':<{w}}" + "".join(f"  {tr.cycles:>12,}" for tr in runs.values()))
 
 
 def ub_plan(trace, core: int = 0, until: int | None = None) -> list:

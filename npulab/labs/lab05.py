@@ -5,8 +5,11 @@ naive / tiled / tuned comparison.
 * :func:`kloop_kernel`, :func:`run_kloop`: a one-core matmul whose K loop (L1 -> L0A/L0B ->
   mmad into L0C) is a function the learner writes; :func:`k_loop_reference` is one;
 * :func:`see_it`: the package's matmul template on the teaching chip (a trace to look at);
+* :func:`perf_explorer`: the tiling explorer on exercise 3's problem, graded as the check
+  grades it (a full timing-mode simulation, utilization = lower bound / cycles);
 * :func:`compare`: cycles and utilization of the naive, seed, default and autotuned tilings
-  of one problem on the 910 (timing mode; long runs extrapolated by the bench).
+  of one problem on the 910 (timing mode; long runs extrapolated by the bench), and
+  :func:`print_extrapolation`: an extrapolated row against the same tiling simulated in full.
 """
 from __future__ import annotations
 
@@ -145,17 +148,70 @@ def perf_tiling(recipe, shape=PERF_SHAPE, chip=PERF_CHIP):
     return make_tiling(shape, np.float16, chip, tuple(recipe), clamp=False)
 
 
+#: the explorer's smallest block tile: a full simulation of smaller tiles at PERF_SHAPE issues
+#: millions of instructions (the naive 16 x 16 tiles are in the measure, extrapolated)
+EXPLORE_MIN_TILE = 64
+
+
+def _perf_case(start):
+    from ..widgets.tiling_cases import MatMulCase, Param
+
+    class PerfCase(MatMulCase):
+        """MatMulCase on exercise 3's problem, starting at ``start``, block tiles from
+        EXPLORE_MIN_TILE (each move is a full timing-mode simulation, as the check runs)."""
+
+        def __init__(self):
+            super().__init__(*PERF_SHAPE, dtype=np.float16, chip=PERF_CHIP)
+            tm, tn, tk, k0, l1, l0, l0c = start
+            tiles = tuple(range(EXPLORE_MIN_TILE, 256 + 1, 16))
+            self.params = [Param("tile_m", tiles, tm), Param("tile_n", tiles, tn),
+                           Param("tile_k0", self.params[2].values, k0),
+                           Param("k_steps", (1, 2, 4, 8), tk // k0, "TILE_K / TILE_K0"),
+                           Param("l1_buffers", (1, 2), l1), Param("l0_buffers", (1, 2), l0),
+                           Param("l0c_buffers", (1, 2), l0c)]
+
+    return PerfCase()
+
+
+def perf_explorer(start=None):
+    """The tiling explorer on ``PERF_SHAPE`` fp16 on ``PERF_CHIP``, the problem exercise 3
+    grades, starting at ``start`` (a 7-tuple recipe; default the seed tiling). Each setting
+    that fits is simulated in full in timing mode, as the check does, and the verdict adds the
+    check's utilization: lower bound / cycles against TARGET_UTILIZATION."""
+    from ..kernels.matmul_tiling import TILINGS
+    from ..widgets.tiling import TilingExplorer
+
+    class PerfExplorer(TilingExplorer):
+        def update(self):
+            res = super().update()
+            if res.fits:
+                lb = autotune.lower_bound_cycles((1, *PERF_SHAPE), np.float16, PERF_CHIP)
+                util = lb / res.cycles
+                self.status.value += (f"<p>utilization, as exercise 3 grades it: lower bound {lb:,.0f} / "
+                                      f"{res.cycles:,} cycles = <b>{util:.1%}</b> (target &ge; "
+                                      f"{TARGET_UTILIZATION:.0%})</p>")
+            return res
+
+    return PerfExplorer(_perf_case(tuple(start) if start is not None else TILINGS["seed"]))
+
+
 def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> list[dict]:
     """Bench rows (cycles, lower bound, utilization) of the naive, seed, default and autotuned
     tilings of ``shape`` fp16 on ``chip``. The autotuner searches ``tune_limit`` candidates
-    without its cache (so the lab's numbers never depend on earlier runs)."""
+    without its cache (so the lab's numbers never depend on earlier runs). Each row also holds
+    ``tile_m``, ``tile_n`` and how often the kernel copies each byte of A (``loads_a`` = N /
+    TILE_N block-tile columns) and of B (``loads_b`` = M / TILE_M rows) from GM into L1."""
+    m, n, _ = shape
+    tilings = [make_tiling(shape, np.float16, chip, name) for name in ("naive", "seed")]
+    tilings.append(default_tiling(shape, np.float16, chip))
+    tilings.append(autotune.autotune(shape, np.float16, chip, limit=tune_limit, use_cache=False,
+                                     progress=False).tiling)
     rows = []
-    for name in ("naive", "seed"):
-        rows.append(bench.measure(make_tiling(shape, np.float16, chip, name), chip, full=False))
-    d = default_tiling(shape, np.float16, chip)
-    rows.append(bench.measure(d, chip, full=False))
-    tuned = autotune.autotune(shape, np.float16, chip, limit=tune_limit, use_cache=False, progress=False)
-    rows.append(bench.measure(tuned.tiling, chip, full=False))
+    for t in tilings:
+        r = bench.measure(t, chip, full=False)
+        r.update(tile_m=t.tile_m, tile_n=t.tile_n, loads_a=-(-n // t.tile_n), loads_b=-(-m // t.tile_m),
+                 tiling_object=t)
+        rows.append(r)
     best = min(r["cycles"] for r in rows)
     for r in rows:
         r["vs_best"] = r["cycles"] / best
@@ -163,9 +219,25 @@ def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> lis
 
 
 def print_compare(rows) -> None:
-    print(f"{'tiling':<8} {'TILE_M x N x K / K0, buffers L1/L0/L0C':<44} {'cycles':>12} {'utilization':>11} "
-          f"{'vs best':>8}")
+    print(f"{'tiling':<8} {'TILE_M x N x K / K0, buffers L1/L0/L0C':<44} {'loads of A, B':>13} {'cycles':>12} "
+          f"{'utilization':>11} {'vs best':>8}")
     for r in rows:
-        print(f"{r['tiling']:<8} {r['recipe']:<44} {r['cycles']:>12,} {r['utilization']:>11.1%} "
+        loads = f"{r['loads_a']}x, {r['loads_b']}x"
+        print(f"{r['tiling']:<8} {r['recipe']:<44} {loads:>13} {r['cycles']:>12,} {r['utilization']:>11.1%} "
               f"{r['vs_best']:>7.1f}x{'  (extrapolated)' if r.get('estimated') else ''}")
     print(f"lower bound (MACs / (cores x MACs a cycle)): {rows[0]['lower_bound_cycles']:,} cycles")
+    print("loads of A, B: how many times each byte of A (N / TILE_N) and of B (M / TILE_M) is copied "
+          "from GM into L1")
+
+
+def print_extrapolation(rows, name: str = "seed", chip: str = PERF_CHIP) -> None:
+    """The extrapolated row ``name`` of :func:`compare` beside the same tiling simulated in full."""
+    r = next(r for r in rows if r["tiling"] == name)
+    if not r.get("estimated"):
+        print(f"{name}: simulated in full ({r['cycles']:,} cycles), nothing extrapolated")
+        return
+    full = bench.measure(r["tiling_object"], chip, full=True)
+    print(f"{name} ({r['method']}):")
+    print(f"  extrapolated      {r['cycles']:>10,} cycles, utilization {r['utilization']:.1%}")
+    print(f"  simulated in full {full['cycles']:>10,} cycles, utilization {full['utilization']:.1%}")
+    print(f"  the estimate is off by {r['cycles'] / full['cycles'] - 1:+.1%} in cycles")

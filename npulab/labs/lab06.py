@@ -225,8 +225,9 @@ def tiling_from_tuple(tiles, chip=TILING_CHIP):
 
 def simulate_tiles(t, chip=TILING_CHIP) -> tuple[int, bool]:
     """(cycles, extrapolated): timing-mode cycles of tiling ``t``; a tiling with more than
-    SAMPLE_LOOPS block tiles a core runs its first SAMPLE_LOOPS and is scaled up (every block
-    tile repeats the same instructions, so the steady state is exact)."""
+    SAMPLE_LOOPS block tiles a core runs its first SAMPLE_LOOPS and is scaled up: every block
+    tile repeats the same instructions, so this is close, not exact (their overlap with the
+    copies changes as a run goes on; lab 05 measures the difference for a matmul)."""
     per_core = -(-t.core_loops // t.block_dim)
     if per_core <= SAMPLE_LOOPS:
         return int(simulate(t, chip).cycles), False

@@ -96,39 +96,47 @@ def intensity_layernorm(answer):
         (r * c / (ref.FP16 * (2 * r * c + 2 * c)), f"use {f} FLOPs per element, as the spec says."),
         (f * r * c / (ref.FP16 * (2 * r * c + 2 * r * c)), "gamma and beta are one row each (C "
                                                            "elements), read once, not once per row."),
-    ], "About 2 FLOPs a byte, whatever the size: normalisations stay memory-bound.")
+    ], f"{want:.2g} FLOPs a byte, whatever the size: normalisations stay memory-bound.")
 
 
-@exercise("01", "the ridge point: peak / bandwidth separates memory- from compute-bound")
+@exercise("01", "the ridge point: each unit's peak / bandwidth separates memory- from compute-bound")
 def bound(answer):
-    """{"add": "memory"|"compute", "matmul": ..., "layernorm": ...} on the 910."""
+    """{op: "memory"|"compute"} for every operator of ref.reference_intensities() on the 910,
+    each against the ridge point of the unit it runs on (ref.UNIT)."""
     if is_blank(answer):
         return not_attempted()
     chip = get_chip(CHIP)
-    want = {op: ref.bound(chip, op, ai) for op, ai in ref.reference_intensities().items()}
+    ai = ref.reference_intensities()
+    want = {op: ref.bound(chip, op, a) for op, a in ai.items()}
     if not isinstance(answer, dict) or set(answer) != set(want):
-        return failed("the answer should be a dict with keys 'add', 'matmul', 'layernorm'",
+        return failed(f"the answer should be a dict with keys {', '.join(repr(k) for k in want)}",
                       expected=repr(want), got=repr(answer),
                       hint="one entry per operator, each 'memory' or 'compute'.")
-    got = {}
-    for op, v in answer.items():
-        word = str(v).strip().lower().replace("-bound", "").replace(" bound", "")
-        got[op] = word
+    got = {op: str(v).strip().lower().replace("-bound", "").replace(" bound", "") for op, v in answer.items()}
     wrong = [op for op in want if got[op] != want[op]]
+    ridge = {u: ref.ridge(chip, u) for u in ("vector", "cube")}
     if not wrong:
-        ridges = ", ".join(f"{u} {ref.ridge(chip, u):.3g}" for u in ("vector", "cube"))
-        return passed(f"ridge points on the {chip.name} (FLOP/B): {ridges}; add and layernorm sit "
-                      f"below the vector ridge, matmul above the cube's.")
-    ai = ref.reference_intensities()
+        ridges = ", ".join(f"{u} {r:.3g}" for u, r in ridge.items())
+        placed = "; ".join(f"{op} {ai[op]:.3g} vs {ref.UNIT[op]} {ridge[ref.UNIT[op]]:.3g}: {want[op]}"
+                           for op in want)
+        return passed(f"ridge points on the {chip.name} (FLOP/B): {ridges}. {placed}.")
+    if any(got[o] not in ("memory", "compute") for o in want):
+        return failed("answer each operator with 'memory' or 'compute'", expected=repr(want),
+                      got=repr(answer), hint="one word per operator: 'memory' or 'compute'.")
     op = wrong[0]
     unit = ref.UNIT[op]
     hint = (f"{op} has {ai[op]:.3g} FLOP/B and runs on the {unit} unit, whose ridge point is "
-            f"{unit} peak / GM bandwidth = {ref.ridge(chip, unit):.3g} FLOP/B; an operator left of its "
+            f"{unit} peak / GM bandwidth = {ridge[unit]:.3g} FLOP/B; an operator left of its "
             f"ridge point cannot feed its unit from GM fast enough.")
+    for u, other in (("cube", "vector"), ("vector", "cube")):
+        one_roof = {o: "memory" if a < ridge[u] else "compute" for o, a in ai.items()}
+        if got == one_roof:
+            hint = (f"that is every operator against the {u}'s ridge point ({ridge[u]:.3g} FLOP/B), "
+                    f"but {op} runs on the {other} unit: against the {other} ridge point "
+                    f"({ridge[other]:.3g} FLOP/B) its {ai[op]:.3g} FLOP/B is {want[op]}-bound. Each "
+                    f"operator meets the roof of the unit it runs on.")
     if all(got[o] == "compute" for o in want) or all(got[o] == "memory" for o in want):
         hint = "not every operator is the same: compare each one's intensity to its unit's ridge point. " + hint
-    if any(got[o] not in ("memory", "compute") for o in want):
-        hint = "answer each with 'memory' or 'compute'. " + hint
     return failed(f"{', '.join(wrong)} misplaced", expected=repr(want), got=repr(answer), hint=hint)
 
 

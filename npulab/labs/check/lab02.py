@@ -97,13 +97,13 @@ def fix_race(kernel):
 
 def reference_tile(chip: str = ref.CHIP, itemsize: int = 2, buffer_num: int = 2) -> int:
     """The largest tile (elements, whole 32-byte blocks) whose queues fit UB."""
-    ub = get_chip(chip).buffers.ub
-    return ub // (QUEUES_PER_TILE * buffer_num) // 32 * 32 // itemsize
+    return ref.largest_tile(chip, buffer_num, itemsize)
 
 
-@exercise("02", "tiling for UB: 3 queues x buffer_num slots x tile bytes must fit", performance=True)
+@exercise("02", "tiling for UB: 3 queues x buffer_num slots x tile bytes must fit; the largest such tile")
 def ub_tile(tile):
-    """TILE (fp16 elements) for the double-buffered Add on the teaching chip."""
+    """TILE (fp16 elements): the largest tile whose 3 queues x 2 slots fit the teaching chip's
+    UB, in whole 32-byte blocks."""
     if is_blank(tile):
         return not_attempted()
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
@@ -111,28 +111,46 @@ def ub_tile(tile):
                       got=repr(tile), hint="use // (floor division) so the tile stays an int.")
     tile = int(tile)
     chip = get_chip(ref.CHIP)
+    ub, best = chip.buffers.ub, reference_tile()
+    rule = f"3 x 2 x TILE x 2 B <= {ub:,} B, TILE a multiple of 16: TILE = {best}"
+    if tile < 1 or tile % 16:
+        return failed("not a valid tile", expected=rule, got=f"TILE = {tile}",
+                      hint="a tile is a whole number of 32-byte blocks: a positive multiple of 16 fp16 "
+                           "elements (round the UB share down to 32 bytes before converting).")
+    need = QUEUES_PER_TILE * 2 * tile * 2
     x, y = ref.inputs(ref.TILE_N)
-    try:
-        z, trace = run_add(x, y, chip=chip, buffer_num=2, tile=tile)
-    except BufferOverflowError as err:
-        need = QUEUES_PER_TILE * 2 * tile * 2
+    if need > ub:
+        try:
+            run_add(x, y, chip=chip, buffer_num=2, tile=tile)
+            got = f"TILE = {tile}"
+        except BufferOverflowError as err:
+            got = f"TILE = {tile}: BufferOverflowError: {err}"
         hint = (f"3 queues (x, y, z) x 2 buffers x {tile} elements x 2 bytes = {need:,} B, but UB "
-                f"holds {chip.buffers.ub:,} B.")
-        if QUEUES_PER_TILE * tile * 2 <= chip.buffers.ub:
+                f"holds {ub:,} B: the tile does not fit.")
+        if tile == best * 2:
+            hint += (" It is twice the largest: either it is counted in bytes (TILE counts fp16 "
+                     "elements, 2 bytes each) or sized for one buffer per queue (double buffering "
+                     "needs two).")
+        elif QUEUES_PER_TILE * tile * 2 <= ub:
             hint += " That tile would fit with one buffer per queue: double buffering needs two."
-        return failed("the tile does not fit UB", expected=f"3 x 2 x tile x 2 B <= {chip.buffers.ub:,} B",
-                      got=f"BufferOverflowError: {err}", hint=hint)
-    except ShapeError as err:
-        return failed("not a valid tile", got=f"ShapeError: {err}",
-                      hint="a tile is a whole number of 32-byte blocks: a positive multiple of 16 fp16 elements.")
+        return failed("the tile does not fit UB", expected=rule, got=got, hint=hint)
+    z, trace = run_add(x, y, chip=chip, buffer_num=2, tile=tile)
     if not np.array_equal(z, (x + y).astype(np.float16)):
         return failed("z is not x + y", expected="z = x + y", got=f"z[:4] = {z[:4]}",
                       hint="the tile must be a positive multiple of 16 elements.")
-    _, reference = run_add(x, y, chip=chip, buffer_num=2, tile=reference_tile())
-    return perf_verdict(trace.cycles, reference.cycles, f"TILE = {tile} fits UB and z = x + y",
-                        f"every tile pays fixed costs (instructions, flags, the vector start-up, "
-                        f"a wait for its copy's {chip.pipes.mte2_startup_cycles}-cycle start-up "
-                        f"latency): a bigger tile pays them fewer times. Use the largest tile that fits.")
+    if tile < best:
+        _, largest = run_add(x, y, chip=chip, buffer_num=2, tile=best)
+        return failed(f"TILE = {tile} fits, but it is not the largest tile that fits", expected=rule,
+                      got=f"TILE = {tile}: {need:,} of {ub:,} B",
+                      hint=f"the slots still have room: {ub - need:,} B of UB are left, enough for "
+                           f"{(best - tile) // 16} more 32-byte block(s) per slot. Divide UB by the 3 x 2 "
+                           f"slots, round down to whole 32-byte blocks, then convert bytes to elements.",
+                      lines=[f"the Add of {ref.TILE_N:,} elements in cycles: yours {trace.cycles:,}, the "
+                             f"largest tile's {largest.cycles:,} (the measure below shows where a bigger "
+                             f"tile stops paying)"])
+    return passed(f"TILE = {tile}: 3 x 2 x {tile} x 2 B = {need:,} of {ub:,} B of UB, and one more "
+                  f"32-byte block per slot would not fit. The Add of {ref.TILE_N:,} elements with it: "
+                  f"z = x + y in {trace.cycles:,} cycles.")
 
 
 def _pipe_names(p: Pipe) -> set[str]:

@@ -6,15 +6,15 @@ import numpy as np
 
 from ...chips import get_chip
 from ...errors import AlignmentError, BufferOverflowError, NpuError
-from ...kernels.elementwise import BLOCK_BYTES, QUEUES_PER_TILE
+from ...kernels.elementwise import BLOCK_BYTES, MIN_TILES_PER_BLOCK, QUEUES_PER_TILE
 from ...kernels.matmul_tiling import buffer_demand
 from ...sim.memory import fmt_bytes
 from .. import lab03 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
 
 #: (n, dtype, chip, buffer_num) the Add tiling function is run on: even splits, tails, tiny n
-ADD_CASES = ((65536, np.float16, "teach", 2), (5000, np.float16, "teach", 2),
-             (1000, np.float32, "teach", 1), (17, np.float16, "teach", 2),
+ADD_CASES = ((65536, np.float16, "teach", 2), (17, np.float16, "teach", 2),
+             (5000, np.float16, "teach", 2), (1000, np.float32, "teach", 1),
              (100_003, np.float16, "910", 2))
 BUFFERS = ("L1", "L0A", "L0B", "L0C")
 
@@ -37,10 +37,17 @@ def ub_tile(chip, itemsize: int, buffer_num: int) -> int:
     return chip.buffers.ub // (QUEUES_PER_TILE * buffer_num) // BLOCK_BYTES * BLOCK_BYTES // itemsize
 
 
+def block_tile(block_factor: int, itemsize: int) -> int:
+    """ceil(block_factor / MIN_TILES_PER_BLOCK) rounded up to whole 32-byte blocks (elements)."""
+    per_block = BLOCK_BYTES // itemsize
+    return -(-(-(-block_factor // MIN_TILES_PER_BLOCK)) // per_block) * per_block
+
+
 @exercise("03", "tiling across cores: block_factor = ceil(n / cores) in whole 32-byte blocks; "
-                "tile = largest that fits UB (3 queues x buffer_num slots)")
+                "tile = the smaller of the largest that fits UB (3 queues x buffer_num slots) and "
+                "1/8 of the block")
 def add_tiling_fn(fn):
-    """``fn(n, dtype, chip, buffer_num) -> AddTiling`` for the package's Add kernel."""
+    """``fn(n, dtype, chip, buffer_num) -> AddTiling``: the package's ``add_tiling``, rule for rule."""
     if not callable(fn):
         return failed("the answer should be your tiling function", expected="a function",
                       got=repr(fn), hint="pass my_add_tiling itself, without calling it.")
@@ -89,7 +96,10 @@ def add_tiling_fn(fn):
                           expected=f"block_factor={want_bf}", got=got,
                           hint="ceil(n / cores) rounded up to whole 32-byte blocks spreads the work "
                                "evenly; a bigger block leaves cores idle.")
-        top = ub_tile(chip, item, bn)
+        top, cap = ub_tile(chip, item, bn), block_tile(bf, item)
+        want_tile = min(top, cap)
+        expected_tile = (f"tile = min(UB cap {top}, block cap ceil({bf} / {MIN_TILES_PER_BLOCK}) in whole "
+                         f"32-byte blocks = {cap}) = {want_tile}")
         if tile < 1 or tile % per_block:
             return failed(f"for {case}: tile={tile} is not whole 32-byte blocks",
                           expected=f"a positive multiple of {per_block}", got=got,
@@ -110,11 +120,27 @@ def add_tiling_fn(fn):
             return failed(f"for {case}: the tile does not fit UB",
                           expected=f"3 x {bn} x tile x {item} B <= {chip.buffers.ub:,} B (tile <= {top})",
                           got=f"{got}: {need:,} B", hint=hint)
-        if tile < min(top, bf):
-            return failed(f"for {case}: the tile is smaller than it needs to be",
-                          expected=f"tile = min({top}, block_factor) = {min(top, bf)}", got=got,
-                          hint="every tile pays fixed costs (instructions, flags, start-ups): take "
-                               "the largest tile that fits UB (no longer than the block).")
+        if tile > bf:
+            return failed(f"for {case}: the tile is longer than its block", expected=expected_tile,
+                          got=got, hint=f"a block holds block_factor={bf} elements: a longer tile only "
+                                        f"reserves UB that no element fills. Cap the tile at "
+                                        f"ceil(block_factor / {MIN_TILES_PER_BLOCK}), rounded up to "
+                                        f"whole 32-byte blocks.")
+        if tile > cap:
+            return failed(f"for {case}: the block is cut into {-(-bf // tile)} tile(s)", expected=expected_tile,
+                          got=got, hint=f"cap the tile at ceil(block_factor / {MIN_TILES_PER_BLOCK}) rounded "
+                                        f"up to whole 32-byte blocks ({cap} here): with fewer, longer "
+                                        f"tiles a block has too few for the pipes to overlap (lab 04), "
+                                        f"however much UB is free.")
+        if tile < want_tile:
+            if tile == cap - per_block or tile == (bf // MIN_TILES_PER_BLOCK) // per_block * per_block:
+                hint = (f"round ceil(block_factor / {MIN_TILES_PER_BLOCK}) up to whole 32-byte blocks, "
+                        f"never down: the block cap is {cap}.")
+            else:
+                hint = ("every tile pays fixed costs (instructions, flags, start-ups): take the larger "
+                        "tile the two caps allow, the smaller of the UB cap and the block cap.")
+            return failed(f"for {case}: the tile is smaller than it needs to be", expected=expected_tile,
+                          got=got, hint=hint)
         x, y = ref.inputs(n, dt)
         try:
             z, _ = ref.run_add_tiling(t, x, y, chip=chip)
@@ -126,8 +152,9 @@ def add_tiling_fn(fn):
             return failed(f"for {case} z is not x + y", expected="z = x + y everywhere",
                           got=f"first wrong element at {bad}", hint="every element must fall in one block.")
     t = fn(ref.TAIL_N, np.dtype(np.float16), get_chip(ref.CHIP), 2)
-    return passed(f"right on all {len(ADD_CASES)} problems (even splits, tails, n=17, the 910's "
-                  f"32 cores). For n={ref.TAIL_N:,} on the teaching chip:", *ref.describe(t).splitlines())
+    return passed(f"the package's add_tiling, rule for rule, on all {len(ADD_CASES)} problems (even "
+                  f"splits, n=17, tails, fp32, the 910's 32 cores). For n={ref.TAIL_N:,} on the "
+                  f"teaching chip:", *ref.describe(t).splitlines())
 
 
 def _row_ref(rows, cols, dtype, chip, bn=2):
@@ -191,6 +218,11 @@ def row_tiling(fn):
             return failed(f"for {case}: the tile does not fit UB",
                           expected=f"gamma + 2 x 2 x rows_per_tile x {rb:,} B <= {chip.buffers.ub:,} B",
                           got=f"{got}: {need:,} B", hint=hint)
+        if rpt > rpc:
+            return failed(f"for {case}: a tile holds more rows than the block has", expected=expected,
+                          got=got, hint=f"rows_per_tile is no more than rows_per_core={rpc}: the slots of a "
+                                        f"longer tile reserve UB for rows that never come. Take "
+                                        f"min(rows_per_core, the rows that fit).")
         if rpt < want[2]:
             return failed(f"for {case}: tiles are smaller than UB allows", expected=expected, got=got,
                           hint="take as many whole rows as fit (no more than a block has): fewer, "

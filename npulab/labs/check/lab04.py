@@ -43,17 +43,47 @@ def double_buffered(cls):
                       hint="set self.length, self.x_gm and self.z_gm to this block's slice as the "
                            "single-buffered __init__ does.")
     used = ref.slots(trace)
-    single = [q for q in ("in_x", "out_z") if used.get(q, 0) < 2]
+    queues = ("in_x", "out_z")
+    slots = ", ".join(f"{q}: {used.get(q, 0)} slot(s) used" for q in queues)
+    single = [q for q in queues if used.get(q, 0) < 2]
     if single:
         hint = ("still one slot per queue: init_buffer(queue, 2, slot bytes) gives a queue two slots."
                 if len(single) == 2 else
                 f"{single[0]} has one slot: the pipe that fills it waits for the pipe that empties it. "
                 f"Every queue between two pipes needs two slots.")
-        return failed("not double buffered", expected="in_x and out_z with 2 slots each",
-                      got=", ".join(f"{q}: {used.get(q, 0)} slot(s) used" for q in ("in_x", "out_z")),
+        return failed("not double buffered", expected="in_x and out_z with 2 slots each", got=slots,
                       hint=hint)
-    _, reference = ref.run_silu(ref.SiluDouble, x)
+    more = [q for q in queues if used.get(q, 0) > 2]
+    if more:
+        return failed("more than two slots per queue", expected="in_x and out_z with 2 slots each", got=slots,
+                      hint=f"{' and '.join(more)} use{'s' if len(more) == 1 else ''} "
+                           f"{max(used[q] for q in more)} slots: double buffering "
+                           f"is buffer_num=2, each slot half the single-buffered tile. (The measure below "
+                           f"tries a third slot.)")
     ub = get_chip(ref.CHIP).buffers.ub
+    tile = ref.double_tile(ub)
+    want_bytes = tile * x.dtype.itemsize
+    sizes = ref.slot_bytes(trace)
+    wrong = [q for q in queues if sizes.get(q) != want_bytes]
+    if wrong:
+        q = wrong[0]
+        got_b = sizes.get(q, 0)
+        hint = (f"2 queues x 2 slots share the UB of {ub:,} B: each slot holds UB / 4 = {want_bytes:,} B "
+                f"(whole 32-byte blocks), half the single-buffered tile.")
+        if got_b == ub // (3 * 2) // 32 * 32:
+            hint = "UB / 6 is Add's split (3 queues x 2 slots); SiLU has two queues, in_x and out_z. " + hint
+        return failed("each slot should hold half the single-buffered tile", expected=f"{want_bytes:,} B a slot "
+                      f"({tile:,} fp16 elements)", got=", ".join(f"{k}: {v:,} B a slot" for k, v in sizes.items()
+                                                                 if k in queues), hint=hint)
+    block = min(ref.silu_tiling(x.size).block_factor, x.size)
+    tiles, want_tiles = ref.copies_in(trace), -(-block // tile)
+    if tiles != want_tiles:
+        return failed("the slots are right, but self.tile is not what they hold",
+                      expected=f"{want_tiles} tiles of {tile:,} elements per block",
+                      got=f"{tiles} copies in on core 0",
+                      hint=f"self.tile is the slot's element count ({want_bytes:,} B / 2 B = {tile:,}): the "
+                           f"stages copy and compute self.tile elements a tile.")
+    _, reference = ref.run_silu(ref.SiluDouble, x)
     return perf_verdict(trace.cycles, reference.cycles,
                         f"double buffered (slots {used}), z = SiLU(x)",
                         f"a tile of UB / 4 = {ub // 4:,} B: much smaller tiles pay the per-tile "
@@ -121,9 +151,11 @@ def fastest_buffer_num(answer):
             for op in ("SiLU", "Add")}
     table = ", ".join(f"{r['op']} x{r['buffer_num']}: {r['cycles']:,}" for r in rows)
     if not (isinstance(answer, dict) and set(answer) == set(want)
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in answer.values())):
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                    for v in answer.values())):
         return failed("the answer should be a dict of two whole numbers", expected=repr(want),
                       got=repr(answer), hint='{"SiLU": buffer_num, "Add": buffer_num}.')
+    answer = {k: int(v) for k, v in answer.items()}
     if answer == want:
         return passed(f"fastest: SiLU with {want['SiLU']} slots, Add with {want['Add']} (cycles: {table}). "
                       f"Most of the gain comes with the second slot.")
