@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install npulab into it, editable, with the given extras.
-# Needs nothing but python3. Usage: scripts/setup-venv.sh "dev,torch"
+# Needs python3 (3.11+); scripts/check-build-deps.sh sees to the rest. Usage: scripts/setup-venv.sh "dev,torch"
 # A stamp records what was installed (the extras and a hash of the build files and Cython
 # sources); when nothing changed, the install is skipped, so the lab starts at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
+bash scripts/check-build-deps.sh         # Python >= 3.11, venv, a C compiler and Python.h
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi

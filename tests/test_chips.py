@@ -1,5 +1,6 @@
 """Chip files: the built-in chips, their derived peaks, and errors on bad files."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -146,3 +147,11 @@ def test_cli_output_into_a_closed_pipe_ends_quietly():
     finally:
         os.close(w)
     assert out.returncode == 0 and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
+
+
+def test_every_source_tag_a_chip_file_cites_is_listed_in_the_facts_file():
+    # the chip files cite S1..S10; data/FACTS.md, in the repository, says what each one is
+    facts = (CHIP_DIR.parent / "FACTS.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^- (S\d+) ", facts, flags=re.M))
+    cited = {t for p in CHIP_DIR.glob("*.toml") for t in re.findall(r"\b(S\d+)\b", p.read_text())}
+    assert cited and cited <= listed, cited - listed
