@@ -2,7 +2,7 @@
 
 The cube multiplies 16 x 16 (fp16) tiles, so every byte it reads must sit in *fractals*: small
 matrices of 16 rows x C0 columns, C0 = 32 bytes of elements (16 for fp16, 32 for int8, 8 for
-fp32), each fractal 512 bytes (FACTS.md, Data formats). A format says two things: in which
+fp32), each fractal 512 bytes (data/FACTS.md, Data formats). A format says two things: in which
 order the fractals follow each other (capital letter) and how elements sit inside one fractal
 (small letter). "Z" is row-major, "N" column-major:
 

@@ -9,7 +9,7 @@ What you learn here (lab 02 walks through it):
   tile i+1 while the vector unit adds tile i and MTE3 writes tile i-1;
 * tails: a block or a tile whose bytes are not a multiple of 32 moves with ``data_copy_pad``.
 
-Mirrors hicann/ops-nn ``examples/add_example`` (FACTS.md, S6).
+Mirrors hicann/ops-nn ``examples/add_example`` (data/FACTS.md, S6).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Host side of the matmul templates: the tiling struct, named recipes, the "can implement"
 check and the default tiling function.
 
-A tiling cuts C = A (M, K) x B (K, N) three times, as catlass does (FACTS.md, catlass):
+A tiling cuts C = A (M, K) x B (K, N) three times, as catlass does (data/FACTS.md, catlass):
 
 * **block tiles** TILE_M x TILE_N of C, one per loop of the block scheduler, spread over the
   cores (with a swizzle so that cores running at the same time share A and B tiles in L2);

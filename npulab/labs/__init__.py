@@ -4,7 +4,7 @@
   exercise, printing PASS / NOT ATTEMPTED YET / FAIL with a hint;
 * :mod:`npulab.labs.notebooks`: ``labs/src/NN_name.md`` -> learner and (executed) solution notebooks
   (``python -m npulab.labs build``);
-* ``lab00`` .. ``lab05``: what each lab runs that is longer than a notebook cell should be.
+* ``lab00`` .. ``lab08``: what each lab runs that is longer than a notebook cell should be.
 """
 from . import check
 from .notebooks import build

@@ -18,7 +18,7 @@ call                        pipe   what it does (Ascend C name)
 every input pixel up to kd*kh*kw times, so it is never built in GM: the feature map moves
 GM -> L1 once per tile (NC1HWC0: channels in blocks of C0 = 32 bytes), and ``load_3d`` reads
 the L1 slab through the *fmatrix* (the slab's geometry) and writes the expanded rows into L0A.
-The expansion costs MTE1 time for the expanded bytes, and no GM bandwidth (FACTS.md, Data
+The expansion costs MTE1 time for the expanded bytes, and no GM bandwidth (data/FACTS.md, Data
 formats: "img2col into L0A by Load3D (with SetFmatrix)"). Zero padding of the convolution is
 made by the load too: a tap that falls outside the map reads 0, no padded map exists.
 

@@ -1,6 +1,6 @@
 """DataCopy and DataCopyPad: moving bytes between GM and the on-chip buffers.
 
-Which pipe moves the bytes follows from where they come from and go to (FACTS.md, Pipes):
+Which pipe moves the bytes follows from where they come from and go to (data/FACTS.md, Pipes):
 GM -> UB/L1 on MTE2, UB -> GM on MTE3, L1 -> UB on MTE1, UB -> UB on the vector pipe.
 ``data_copy`` moves whole 32-byte blocks only, as the hardware does; ``data_copy_pad`` takes
 any element count, padding the on-chip side to the next block.

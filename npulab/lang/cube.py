@@ -14,7 +14,7 @@ Formats are in :mod:`npulab.formats`. A format change costs nothing beyond the m
 it: each instruction moves the padded fractal bytes at its pipe's rate. The cube runs one
 fractal step a cycle: 16 x 16 x K0 MACs (K0 = 16 fp16: 4096 MAC/cycle; 32 int8: 8192; 8 fp32,
 chosen as half the fp16 rate), so ``mmad`` costs start-up + ceil(m/16) x ceil(n/16) x
-ceil(k/K0) cycles (FACTS.md, Compute units). L0C accumulates in fp32 (int32 for int8).
+ceil(k/K0) cycles (data/FACTS.md, Compute units). L0C accumulates in fp32 (int32 for int8).
 
 Functional numerics: every instruction really moves and re-lays bytes in the buffers (one
 Cython pass each: :func:`npulab.formats.nz_window_into` for load_data, the fp16 -> fp32 widening

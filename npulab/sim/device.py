@@ -64,7 +64,7 @@ class _AivBuffers(dict):
 
 class _AicBuffers(dict):
     """The buffers of an AIC (cube) core of a split chip (910B class): L1, L0A, L0B and L0C, no
-    UB (FACTS.md: AIC and AIV exchange data through GM; FixPipe drains L0C to GM or L1)."""
+    UB (data/FACTS.md: AIC and AIV exchange data through GM; FixPipe drains L0C to GM or L1)."""
 
     def __init__(self, items, where: str):
         super().__init__(items)
