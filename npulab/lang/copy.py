@@ -49,9 +49,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     if src.dtype != dst.dtype:
         raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert "
                          f"(use cast on the vector unit)")
-    count = as_whole(count, what)
-    if count <= 0:
-        raise ShapeError(f"{what}: count must be positive, got {count}")
+    count = as_whole(count, what, positive=True)
     nbytes = count * src.itemsize
     if not padded and nbytes % BLOCK:
         raise AlignmentError(

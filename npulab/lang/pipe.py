@@ -250,9 +250,7 @@ class TBuf:
         dt = as_dtype(dtype)
         n = self.nbytes // dt.itemsize
         if size is not None:
-            size = as_whole(size, f"TBuf '{self.name}'.get", "size")
-            if size < 1:
-                raise ShapeError(f"TBuf '{self.name}'.get: size must be positive, got {size}")
+            size = as_whole(size, f"TBuf '{self.name}'.get", "size", positive=True)
             if size > n:
                 raise ShapeError(f"TBuf '{self.name}' holds {n} elements of {dt}, asked for {size}")
             n = size
@@ -274,29 +272,25 @@ class Pipe:
         if isinstance(queue, TBuf):
             if nbytes is None:
                 buffer_num, nbytes = 1, buffer_num
-            nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes")
-            if nbytes < 1:
-                raise ShapeError(f"init_buffer({queue.name}): nbytes must be positive, got {nbytes}")
+        elif not isinstance(queue, _QueueSetup):
+            raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
+        elif nbytes is None:
+            raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
+        nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes", positive=True)
+        if isinstance(queue, TBuf):
             buf = self.core.buffers[queue.position.buffer]
             queue.offset = buf.reserve(nbytes, queue.name)
             queue.buffer, queue.nbytes = buf, -(-nbytes // buf.align) * buf.align
             i = self.core.issue(HwPipe.V, Kind.WORK, Op.MARK, name=f"init_buffer {queue.name}")
             buf.log.append(AllocRecord(buf.name, queue.name, queue.offset, queue.nbytes, i))
             return
-        if not isinstance(queue, _QueueSetup):
-            raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
-        if nbytes is None:
-            raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
         buffer_num = as_whole(buffer_num, f"init_buffer({queue.name})", "buffer_num")
-        nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes")
-        if nbytes < 1:
-            raise ShapeError(f"init_buffer({queue.name}): nbytes must be positive, got {nbytes}")
         if queue.core is not None:
             raise SyncError(f"queue '{queue.name}' is already initialised")
         if buffer_num < 1:
             raise ShapeError(f"init_buffer({queue.name}): buffer_num must be at least 1, got {buffer_num}")
         buf = self.core.buffers[queue.position.buffer]
-        slot = -(-int(nbytes) // buf.align) * buf.align
+        slot = -(-nbytes // buf.align) * buf.align
         offset = buf.reserve(slot * buffer_num, queue.name)
         queue._setup(self.core, buf, offset, buffer_num, slot)
         self.queues.append(queue)

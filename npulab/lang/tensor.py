@@ -46,15 +46,18 @@ VECIN, VECOUT, VECCALC = Position.VECIN, Position.VECOUT, Position.VECCALC
 A1, B1, A2, B2, CO1, CO2 = Position.A1, Position.B1, Position.A2, Position.B2, Position.CO1, Position.CO2
 
 
-def as_whole(value, what: str, name: str = "count") -> int:
+def as_whole(value, what: str, name: str = "count", positive: bool = False) -> int:
     """``value`` as an int, when it is a whole number (a Python or numpy integer, or a float
-    with no fraction); anything else, bools and strings included, is a ShapeError naming
-    ``what`` and ``name``."""
+    with no fraction) and, with ``positive``, at least 1; anything else, bools and strings
+    included, is a ShapeError naming ``what`` and ``name``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ShapeError(f"{what}: {name} must be a whole number, got {value!r} ({type(value).__name__})")
     if isinstance(value, (float, np.floating)) and not float(value).is_integer():
         raise ShapeError(f"{what}: {name} must be a whole number, got {value!r}")
-    return int(value)
+    n = int(value)
+    if positive and n <= 0:
+        raise ShapeError(f"{what}: {name} must be positive, got {n}")
+    return n
 
 
 def as_dtype(dtype) -> np.dtype:

@@ -38,9 +38,7 @@ _UB = "UB"
 
 
 def _check(what: str, tensors, count: int, same_dtype: bool = True) -> int:
-    count = as_whole(count, what)
-    if count <= 0:
-        raise ShapeError(f"{what}: count must be positive, got {count}")
+    count = as_whole(count, what, positive=True)
     for name, t in tensors:
         if not isinstance(t, LocalTensor):
             raise ShapeError(f"{what}: {name} must be a LocalTensor in UB, got {type(t).__name__}")

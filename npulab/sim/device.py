@@ -340,8 +340,9 @@ class Device:
                 raise self._explain_block_race(race)
         return Trace.from_device(self, timelines)
 
-    def describe(self, core: Core, i: int) -> str:
-        return f"#{i} {Pipe(int(core.pipe[i])).name} '{core.name[i]}' (block {core.block[i]})"
+    def describe(self, core: Core, i: int, with_core: bool = False) -> str:
+        where = f"block {core.block[i]}, core {core.index}" if with_core else f"block {core.block[i]}"
+        return f"#{i} {Pipe(int(core.pipe[i])).name} '{core.name[i]}' ({where})"
 
     def _explain_deadlock(self, core: Core, blocked) -> DeadlockError:
         lines = []
@@ -360,14 +361,12 @@ class Device:
                              "destination pipe and event id) that can run first.", blocked=blocked)
 
     def _explain_block_race(self, race) -> RaceError:
-        (cj, bj, j, wj), (ci, bi, i, wi), buf, lo, hi = race
-        what = {(True, True): "writes what", (True, False): "reads what",
-                (False, True): "writes what"}[(wj, wi)]
-        verb = "writes" if wj else "reads"
-        ij = f"#{j} {Pipe(int(self.cores[cj].pipe[j])).name} '{self.cores[cj].name[j]}' (block {bj}, core {cj})"
-        ii = f"#{i} {Pipe(int(self.cores[ci].pipe[i])).name} '{self.cores[ci].name[i]}' (block {bi}, core {ci})"
+        (cj, _, j, wj), (ci, _, i, wi), buf, lo, hi = race
+        ij = self.describe(self.cores[cj], j, with_core=True)
+        ii = self.describe(self.cores[ci], i, with_core=True)
         return RaceError(
-            f"race between blocks in {buf} bytes [{lo}, {hi}): {ii} {what} {ij} {verb}. The blocks of "
+            f"race between blocks in {buf} bytes [{lo}, {hi}): {ii} {'writes' if wi else 'reads'} what "
+            f"{ij} {'writes' if wj else 'reads'}. The blocks of "
             f"a launch run at the same time on different cores, in no fixed order, so nothing "
             f"orders one block's copies before another's. Fix: give each block its own part of "
             f"the tensor (offset it by get_block_idx()), or split the work into two launches.")
