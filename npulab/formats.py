@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arch import FRACTAL_BYTES, FRACTAL_ROWS, c0_of, ceil_div
 from .errors import ShapeError
 
-FRACTAL_ROWS = 16        # rows of a fractal (M0 / N0 in the ZN fractal)
-FRACTAL_BYTES = 512      # one 16 x 32-byte fractal
-L0C_C0 = 16              # the accumulator's fractal is 16 x 16 elements of 4 bytes
+L0C_C0 = FRACTAL_ROWS    # the accumulator's fractal is 16 x 16 elements of 4 bytes
 
 #: format name -> (fractal rows are 16 (True) or C0 (False), fractal order col-major, inner col-major)
 LAYOUTS = {
@@ -45,22 +44,6 @@ LAYOUTS = {
     "ZZ": (True, False, False),
     "ZN": (False, False, True),
 }
-
-
-def c0_of(dtype) -> int:
-    """Elements in 32 bytes: K0 / C0 of the fractal (16 for fp16, 32 for int8, 8 for fp32)."""
-    item = np.dtype(dtype).itemsize
-    if item not in (1, 2, 4):
-        raise ShapeError(f"fractal formats hold 1-, 2- or 4-byte elements, got {np.dtype(dtype)}")
-    return 32 // item
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def round_up(a: int, b: int) -> int:
-    return -(-a // b) * b
 
 
 def fractal_shape(fmt: str, rows: int, cols: int, dtype, c0: int | None = None) -> tuple:

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 
 import npulab.formats as F
+from npulab.arch import round_up
 from npulab import AlignmentError, RaceError, ShapeError, get_chip
 from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, Pipe, Queue,
                          TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, pipe_barrier,
                          set_flag, wait_flag)
-from npulab.lang.cube import PIPELINED_FRACTALS, mmad_cost, mmad_cycles
+from npulab.sim.cost import PIPELINED_FRACTALS, mmad_cost, mmad_cycles
 from npulab.sim.isa import Op
 from npulab.sim.isa import Pipe as HwPipe
 
@@ -17,11 +18,11 @@ def one_tile(a_gm, b_gm, c_gm, m, n, k, dt, acc, ksplit=1):
     pipe = Pipe()
     qa1, qb1, qa2, qb2, qc = Queue(A1, "a1"), Queue(B1, "b1"), Queue(A2, "a2"), Queue(B2, "b2"), Queue(CO1, "c")
     item = np.dtype(dt).itemsize
-    pipe.init_buffer(qa1, 1, F.round_up(m, 16) * F.round_up(k, 32) * item)
-    pipe.init_buffer(qb1, 1, F.round_up(k, 16) * F.round_up(n, 32) * item)
-    pipe.init_buffer(qa2, 2, F.round_up(m, 16) * F.round_up(k, 32) * item)
-    pipe.init_buffer(qb2, 2, F.round_up(k, 32) * F.round_up(n, 16) * item)
-    pipe.init_buffer(qc, 1, F.round_up(m, 16) * F.round_up(n, 16) * 4)
+    pipe.init_buffer(qa1, 1, round_up(m, 16) * round_up(k, 32) * item)
+    pipe.init_buffer(qb1, 1, round_up(k, 16) * round_up(n, 32) * item)
+    pipe.init_buffer(qa2, 2, round_up(m, 16) * round_up(k, 32) * item)
+    pipe.init_buffer(qb2, 2, round_up(k, 32) * round_up(n, 16) * item)
+    pipe.init_buffer(qc, 1, round_up(m, 16) * round_up(n, 16) * 4)
     a1 = qa1.alloc_tensor(dt)
     data_copy_nd2nz(a1, a_gm, m, k)
     qa1.enque(a1)
@@ -33,10 +34,10 @@ def one_tile(a_gm, b_gm, c_gm, m, n, k, dt, acc, ksplit=1):
     step = k // ksplit
     for s in range(ksplit):
         a2 = qa2.alloc_tensor(dt)
-        load_data(a2, a1, m, step, src_rows=F.round_up(m, 16), col_off=s * step)
+        load_data(a2, a1, m, step, src_rows=round_up(m, 16), col_off=s * step)
         qa2.enque(a2)
         b2 = qb2.alloc_tensor(dt)
-        load_data(b2, b1, step, n, src_rows=F.round_up(k, 16), row_off=s * step)
+        load_data(b2, b1, step, n, src_rows=round_up(k, 16), row_off=s * step)
         qb2.enque(b2)
         a2, b2 = qa2.deque(), qb2.deque()
         mmad(c, a2, b2, m, n, step, init=(s == 0))

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import npulab.formats as F
+from npulab.arch import round_up
 from npulab import ShapeError
 from npulab import _formats as C
 
@@ -143,7 +144,7 @@ def test_load_window_twins_agree_with_the_spec(dtype, s_rows, s_cols, r0, c0_off
     full_cols = c0_off + s_cols + 5
     s = _rand((full_rows, full_cols), dtype, s_rows * 7 + s_cols)
     c0 = F.c0_of(dtype)
-    src_rows = F.round_up(full_rows, 16)
+    src_rows = round_up(full_rows, 16)
     nz = F.pack_numpy(s, 16, c0, True, False).reshape(-1)          # S in NZ, as L1 holds it
     window = s[r0:r0 + s_rows, c0_off:c0_off + s_cols]
     op = window.T if transpose else window
@@ -187,7 +188,7 @@ def test_load_window_whole_fractals(dtype, zz, r0, q0):
     fr, fc = (16, c0) if zz else (c0, 16)
     rows, cols = 2 * fr, 3 * fc                      # whole fractals of the operand
     s = _rand((r0 + rows + 16, q0 * c0 + cols + c0), dtype, 11)
-    src_rows = F.round_up(s.shape[0], 16)
+    src_rows = round_up(s.shape[0], 16)
     nz = F.pack_numpy(s, 16, c0, True, False).reshape(-1)
     spec = F.pack_numpy(np.ascontiguousarray(s[r0:r0 + rows, q0 * c0:q0 * c0 + cols]), fr, fc, False,
                         not zz).reshape(-1)

@@ -35,7 +35,8 @@ from ..errors import ShapeError
 from ..lang import vector as V
 from ..lang.context import current
 from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
-from .norm import BLOCK_BYTES, F32, _round_up, check_float, copy, ramp_tiles
+from .norm import BLOCK_BYTES, F32, check_float, copy, ramp_tiles
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 # split a block at least this finely: every tile pays the start-up of its vector instructions,
 # so fewer tiles would be better, but the first tile's read and the last tile's compute and
@@ -100,7 +101,7 @@ class ActivationTiling:
         return asdict(self)
 
 
-def activation_tiling(n: int, dtype, activation: str, chip="910", buffer_num: int = BUFFER_NUM,
+def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,
                       tile: int | None = None, compute_dtype=None, ramp: int = 2) -> ActivationTiling:
     """Elements over the cores, then UB tiles of in + out slots (``buffer_num`` each) and the
     activation's scratch tiles (in ``compute_dtype``).
@@ -127,13 +128,13 @@ def activation_tiling(n: int, dtype, activation: str, chip="910", buffer_num: in
             raise ShapeError(f"{activation}: compute_dtype {cdt} is narrower than the input {dt}")
     per_block = BLOCK_BYTES // dt.itemsize
     wide = cdt != dt
-    block_factor = _round_up(-(-n // chip.cores_for("aiv")), per_block)
-    block_dim = -(-n // block_factor)
+    block_factor = round_up(ceil_div(n, chip.cores_for("aiv")), per_block)
+    block_dim = ceil_div(n, block_factor)
     per_elem = 2 * buffer_num * dt.itemsize + (WORK_TILES[activation] + wide) * cdt.itemsize
     consts = len(CONSTS.get(activation, ())) * chip.vector.repeat_bytes     # one repeat a constant
     fit = (chip.buffers.ub - 8 * BLOCK_BYTES - consts) // per_elem // per_block * per_block
     if tile is None:
-        tile = min(fit, _round_up(-(-block_factor // MIN_TILES_PER_BLOCK), per_block))
+        tile = min(fit, round_up(ceil_div(block_factor, MIN_TILES_PER_BLOCK), per_block))
     elif tile <= 0 or tile % per_block or tile > fit:
         raise ShapeError(f"{activation}: tile={tile} must be a positive multiple of {per_block} "
                          f"elements and at most {fit} (what fits the UB)")
@@ -249,7 +250,7 @@ def activation_kernel(x, y, t: ActivationTiling) -> None:
     KernelActivation(x, y, t).process()
 
 
-def launch_activation(x: np.ndarray, t: ActivationTiling, chip="910", mode="functional"):
+def launch_activation(x: np.ndarray, t: ActivationTiling, chip=DEFAULT_CHIP, mode="functional"):
     """Run an activation with a tiling the host made. Returns (y, trace)."""
     y = np.zeros_like(x)
     outs, trace = lang.launch(activation_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),

@@ -26,6 +26,7 @@ from .. import formats as F
 from ..chips import get_chip
 from .matmul_tiling import (MatmulTiling, best_swizzle, check_problem, make_tiling, problems,
                             wave_bytes)
+from ..arch import DEFAULT_CHIP, ceil_div
 
 CACHE_ENV = "NPULAB_AUTOTUNE_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
@@ -93,7 +94,7 @@ def _from_entry(shape, dtype, entry: dict) -> MatmulTiling:
     return MatmulTiling(batch, m, n, k, np.dtype(dtype).name, name="tuned", **params)
 
 
-def lookup(shape, dtype, chip="910", op: str = "matmul", path: Path | None = None) -> MatmulTiling | None:
+def lookup(shape, dtype, chip=DEFAULT_CHIP, op: str = "matmul", path: Path | None = None) -> MatmulTiling | None:
     """The tuned tiling for this (chip, op, shape, dtype), or None if it was never tuned."""
     entry = load_cache(path).get(cache_key(chip, op, shape, dtype))
     if entry is None:
@@ -106,7 +107,7 @@ def lookup(shape, dtype, chip="910", op: str = "matmul", path: Path | None = Non
 
 
 # -- candidates -------------------------------------------------------------------------------
-def estimate_cycles(t: MatmulTiling, chip="910") -> float:
+def estimate_cycles(t: MatmulTiling, chip=DEFAULT_CHIP) -> float:
     """A quick roofline of one core's work (for ranking only): the slowest of cube, MTE2 from
     L2, HBM (bytes of the first wave shared by its cores), MTE1, and the round trip of a
     buffer slot.
@@ -117,14 +118,14 @@ def estimate_cycles(t: MatmulTiling, chip="910") -> float:
     an ``n``-buffered stage is copied into, in flight, consumed, then free again, so one step
     takes at least (copy + start-up + the cube's work on it) / n."""
     chip = get_chip(chip)
-    from ..lang.cube import mmad_cost
-    tiles = -(-t.core_loops // t.block_dim)
-    k_steps = -(-t.k // t.tile_k0)
+    from ..sim.cost import mmad_cost
+    tiles = ceil_div(t.core_loops, t.block_dim)
+    k_steps = ceil_div(t.k, t.tile_k0)
     busy, lat = mmad_cost(chip, t.tile_m, t.tile_n, t.tile_k0, t.np_dtype)
     cube = k_steps * busy + lat            # the K chain's mmads pipeline: one start-up
     item = t.np_dtype.itemsize
     l1_bytes = (t.tile_m + t.tile_n) * t.k * item
-    l1_steps = -(-t.k // t.tile_k)
+    l1_steps = ceil_div(t.k, t.tile_k)
     p = chip.pipes
     mte2 = l1_bytes / p.mte2_bytes_per_cycle
     share = chip.gm_share_bytes_per_cycle(min(t.block_dim, chip.ai_cores))
@@ -141,7 +142,7 @@ def estimate_cycles(t: MatmulTiling, chip="910") -> float:
     return tiles * per_tile + fill
 
 
-def candidates(shape, dtype, chip="910", limit: int | None = DEFAULT_LIMIT) -> list[MatmulTiling]:
+def candidates(shape, dtype, chip=DEFAULT_CHIP, limit: int | None = DEFAULT_LIMIT) -> list[MatmulTiling]:
     """Every double-buffered tiling that fits the chip's buffers (L1/L0 tiles, swizzle,
     block_dim), best estimate first, at most ``limit``."""
     chip = get_chip(chip)
@@ -222,15 +223,15 @@ class TuneResult:
         return self.lower_bound_cycles / self.cycles if self.cycles else 0.0
 
 
-def lower_bound_cycles(shape, dtype, chip="910") -> float:
+def lower_bound_cycles(shape, dtype, chip=DEFAULT_CHIP) -> float:
     """MACs / (cores x MACs per cycle): no tiling can beat it."""
     chip = get_chip(chip)
     batch, m, n, k = _shape4(shape)
-    from ..lang.cube import macs_per_cycle
+    from ..sim.cost import macs_per_cycle
     return batch * m * n * k / (chip.ai_cores * macs_per_cycle(chip, dtype))
 
 
-def autotune(shape, dtype, chip="910", *, op: str = "matmul", limit: int = DEFAULT_LIMIT,
+def autotune(shape, dtype, chip=DEFAULT_CHIP, *, op: str = "matmul", limit: int = DEFAULT_LIMIT,
              workers: int | None = None, progress: bool | None = None, use_cache: bool = True,
              force: bool = False, cache: Path | None = None, stream=None) -> TuneResult:
     """Find the fastest matmul tiling for ``shape`` = (M, N, K) or (batch, M, N, K).

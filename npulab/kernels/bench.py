@@ -25,6 +25,7 @@ from ..chips import get_chip
 from . import autotune
 from .matmul import run_matmul, simulate
 from .matmul_tiling import MatmulTiling, default_tiling, make_tiling
+from ..arch import DEFAULT_CHIP, ceil_div
 
 BIG = (4096, 4096, 4096)
 FUNCTIONAL = (1024, 1024, 1024)
@@ -41,10 +42,10 @@ def _row(t: MatmulTiling, chip, cycles: float, **extra) -> dict:
             "utilization": lb / cycles if cycles else 0.0, **extra}
 
 
-def measure(t: MatmulTiling, chip="910", full: bool = True) -> dict:
+def measure(t: MatmulTiling, chip=DEFAULT_CHIP, full: bool = True) -> dict:
     """Simulate tiling ``t`` (timing-only) and return its bench row. ``full=False`` simulates
     SAMPLES block tiles per core and extrapolates to all of them."""
-    loops = -(-t.core_loops // t.block_dim)
+    loops = ceil_div(t.core_loops, t.block_dim)
     if full or loops <= SAMPLES[1]:
         t0 = time.perf_counter()
         tr = simulate(t, chip)
@@ -94,7 +95,7 @@ def _side_by_side(rounds: int, per_round: int, *fns) -> list[float]:
     return best
 
 
-def functional_vs_numpy(shape=FUNCTIONAL, chip="910", seed: int = 0, repeat: int = 5,
+def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repeat: int = 5,
                         rounds: int = 4) -> dict:
     """A functional fp16 matmul through the simulator against numpy's float32 matmul (BLAS) of
     the same values, measured side by side in one run: each side warmed up once, then
@@ -171,7 +172,7 @@ def _blas_threads() -> int | None:
     return max(n) if n else None
 
 
-def bench_kernels(chip="910", tune_limit: int = autotune.DEFAULT_LIMIT, progress: bool | None = None) -> list[dict]:
+def bench_kernels(chip=DEFAULT_CHIP, tune_limit: int = autotune.DEFAULT_LIMIT, progress: bool | None = None) -> list[dict]:
     """The kernel benchmark rows: 4096^3 fp16 with the seed, naive, default and autotuned
     tilings, and the functional 1024^3 run against numpy."""
     rows = []

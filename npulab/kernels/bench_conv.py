@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
-from ..lang.cube import macs_per_cycle
+from ..sim.cost import macs_per_cycle
 from .conv import make_problem, simulate
 from .conv_tiling import default_tiling
 
@@ -78,7 +79,7 @@ def roofline_cycles(t, chip) -> float:
     return nbytes / chip.memory.gm_bytes_per_cycle
 
 
-def conv_row(layer, batch: int, chip="910", dtype=np.float16) -> dict:
+def conv_row(layer, batch: int, chip=DEFAULT_CHIP, dtype=np.float16) -> dict:
     """Tile (default tiling: for a layer this size it simulates its best-estimated candidates
     and keeps the fastest, remembered per chip and problem), simulate (timing mode) and report
     one layer. ``sim_seconds`` includes that search the first time a shape is seen."""
@@ -104,7 +105,7 @@ def _gm_bytes(trace) -> int:
     return int(sum(v for route, v in trace.bytes_by_route().items() if "GM" in route))
 
 
-def resnet50_rows(batch: int, chip="910", dtype=np.float16) -> list[dict]:
+def resnet50_rows(batch: int, chip=DEFAULT_CHIP, dtype=np.float16) -> list[dict]:
     rows = [conv_row(layer, batch, chip, dtype) for layer in RESNET50_CONVS]
     lb = sum(r["lower_bound_cycles"] for r in rows)
     cyc = sum(r["cycles"] for r in rows)
@@ -120,7 +121,7 @@ def resnet50_rows(batch: int, chip="910", dtype=np.float16) -> list[dict]:
     return rows + [summary]
 
 
-def fused_vs_separate(batch: int = 32, chip="910", layer_name: str = FUSED_LAYER) -> dict:
+def fused_vs_separate(batch: int = 32, chip=DEFAULT_CHIP, layer_name: str = FUSED_LAYER) -> dict:
     """Conv+BN+ReLU as one kernel (BN and ReLU in FixPipe) against the three kernels apart
     (conv writes its output to GM, BatchNorm reads and writes it, ReLU reads and writes it
     again), timing mode, fp16: GM bytes and cycles of each and their ratios."""
@@ -156,7 +157,7 @@ def fused_vs_separate(batch: int = 32, chip="910", layer_name: str = FUSED_LAYER
             "estimated": False}
 
 
-def bench_conv(chip="910", batches=BATCHES) -> list[dict]:
+def bench_conv(chip=DEFAULT_CHIP, batches=BATCHES) -> list[dict]:
     """Every row: the 53 layers and a summary per batch, then fused vs separate Conv+BN+ReLU."""
     rows = []
     for b in batches:

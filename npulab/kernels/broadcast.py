@@ -24,7 +24,8 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECIN, VECOUT, Pipe, Queue, get_block_idx
-from .norm import BLOCK_BYTES, _round_up, check_float, copy
+from .norm import BLOCK_BYTES, check_float, copy
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 OPS = ("add", "mul")
 
@@ -95,7 +96,7 @@ class BroadcastTiling:
         return asdict(self)
 
 
-def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip="910", buffer_num: int = 2,
+def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip=DEFAULT_CHIP, buffer_num: int = 2,
                      min_tiles: int = 4) -> BroadcastTiling:
     chip = get_chip(chip)
     what = {"add": "add", "mul": "mul"}[op]
@@ -122,23 +123,23 @@ def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip="910", bu
     max_elems = free // per_elem // per_block * per_block
     if kind == "same" and len(dims) == 1:          # plain elementwise: split the run of elements
         total = cols
-        tile = min(max_elems, _round_up(-(-total // (chip.cores_for("aiv") * min_tiles)), per_block))
-        items = -(-total // tile)
-        ipb = -(-items // chip.cores_for("aiv"))
+        tile = min(max_elems, round_up(ceil_div(total, chip.cores_for("aiv") * min_tiles), per_block))
+        items = ceil_div(total, tile)
+        ipb = ceil_div(items, chip.cores_for("aiv"))
         return BroadcastTiling(op, dt.name, out, tuple(dims), swapped, kind, 1, total, 1, tile, tile,
-                               items, ipb, -(-items // ipb), buffer_num)
-    tile_cols = cols if _round_up(cols, per_block) <= max_elems // 2 else max_elems // 2
-    row_stride = cols if tile_cols == cols else _round_up(tile_cols, per_block)
+                               items, ipb, ceil_div(items, ipb), buffer_num)
+    tile_cols = cols if round_up(cols, per_block) <= max_elems // 2 else max_elems // 2
+    row_stride = cols if tile_cols == cols else round_up(tile_cols, per_block)
     outer = int(np.prod([d[0] for d in dims[:-2]])) if len(dims) > 2 else 1
     fit_rows = max(1, (max_elems - 2 * row_stride) // (row_stride + 1))
-    want = -(-(outer * rows) // (chip.cores_for("aiv") * min_tiles))
+    want = ceil_div(outer * rows, chip.cores_for("aiv") * min_tiles)
     tile_rows = max(1, min(rows, fit_rows, want if outer == 1 else rows))
     if tile_rows * row_stride + 2 * row_stride > max_elems:
         tile_rows = max(1, (max_elems - 2 * row_stride) // row_stride)
-    items = outer * -(-rows // tile_rows) * -(-cols // tile_cols)
-    ipb = -(-items // chip.cores_for("aiv"))
+    items = outer * ceil_div(rows, tile_rows) * ceil_div(cols, tile_cols)
+    ipb = ceil_div(items, chip.cores_for("aiv"))
     return BroadcastTiling(op, dt.name, out, tuple(dims), swapped, kind, rows, cols, tile_rows,
-                           tile_cols, row_stride, items, ipb, -(-items // ipb), buffer_num)
+                           tile_cols, row_stride, items, ipb, ceil_div(items, ipb), buffer_num)
 
 
 def _strides(dims, which):
@@ -160,8 +161,8 @@ class KernelBroadcast:
         self.pipe = Pipe()
         tile = t.tile_rows * t.row_stride
         self.in_x, self.in_y, self.out_z = Queue(VECIN, "in_x"), Queue(VECIN, "in_y"), Queue(VECOUT, "out_z")
-        ysize = {"same": tile, "col": t.row_stride, "row": _round_up(t.tile_rows, 16),
-                 "outer": _round_up(t.tile_rows, 16)}[t.kind]
+        ysize = {"same": tile, "col": t.row_stride, "row": round_up(t.tile_rows, 16),
+                 "outer": round_up(t.tile_rows, 16)}[t.kind]
         xsize = t.row_stride if t.kind == "outer" else tile
         self.pipe.init_buffer(self.in_x, t.buffer_num, xsize * self.dtype.itemsize)
         self.pipe.init_buffer(self.in_y, t.buffer_num, ysize * self.dtype.itemsize)
@@ -171,7 +172,7 @@ class KernelBroadcast:
 
     def _item(self, k):
         t = self.t
-        nr, nc = -(-t.rows // t.tile_rows), -(-t.cols // t.tile_cols)
+        nr, nc = ceil_div(t.rows, t.tile_rows), ceil_div(t.cols, t.tile_cols)
         o, rest = divmod(k, nr * nc)
         ri, ci = divmod(rest, nc)
         r0, c0 = ri * t.tile_rows, ci * t.tile_cols
@@ -254,7 +255,7 @@ def broadcast_kernel(x, y, z, t: BroadcastTiling) -> None:
     KernelBroadcast(x, y, z, t).process()
 
 
-def launch_broadcast(x: np.ndarray, y: np.ndarray, t: BroadcastTiling, chip="910", mode="functional"):
+def launch_broadcast(x: np.ndarray, y: np.ndarray, t: BroadcastTiling, chip=DEFAULT_CHIP, mode="functional"):
     """z = x op y with broadcasting, using a tiling from :func:`broadcast_tiling`. Returns (z, trace)."""
     if t.swapped:
         x, y = y, x

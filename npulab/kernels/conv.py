@@ -42,6 +42,7 @@ from ..lang.conv_load import ConvGeom, Fmatrix, data_copy_strided, fixpipe_chann
 from .conv_tiling import (C04, EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
                           map_copies, map_rows_to_load, run_rows, slab_boxes, strided_read,
                           use_c04)
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 
 # -- host side: the problem and the layouts --------------------------------------------------------
@@ -90,7 +91,7 @@ def make_problem(x_shape, w_shape, dtype, stride=(1, 1, 1), pads=((0, 0), (0, 0)
     gm_geom = None
     if dense is not None and not c04:        # read only the pixels a strided 1 x 1 conv uses
         geom, gm_geom = dense, geom
-    return ConvTiling(batch=n, groups=-(-groups // e), cin_e=e * cin_g, cout_e=e * cout_g, cout=cout,
+    return ConvTiling(batch=n, groups=ceil_div(groups, e), cin_e=e * cin_g, cout_e=e * cout_g, cout=cout,
                       geom=geom, gm_geom=gm_geom, dtype=dt.name, out_dtype=np.dtype(out_dtype).name, has_bias=has_bias,
                       scale=scale, scale_value=float(scale_value), has_offset=has_offset, relu=relu,
                       c04=bool(c04))
@@ -157,7 +158,7 @@ class BlockConvMmad:
         self.t = t
         dt = self.dtype = t.np_dtype
         item, c0 = dt.itemsize, t.c0
-        self.n16 = F.round_up(t.tile_n, 16)
+        self.n16 = round_up(t.tile_n, 16)
         slab = t.c1_step * slab_elems(t) * item
         wts = t.step_k(t.c1_step) * self.n16 * item
         self.a1, self.b1 = Queue(A1, "map_l1"), Queue(B1, "w_l1")
@@ -173,9 +174,9 @@ class BlockConvMmad:
         else:
             pipe.init_buffer(self.b1, t.l1_buffers, wts)
         self.w_col, self.w_res, self.w_loaded = None, None, 0
-        pipe.init_buffer(self.a2, t.l0_buffers, F.round_up(t.tile_m, 16) * t.tile_k0 * item)
+        pipe.init_buffer(self.a2, t.l0_buffers, round_up(t.tile_m, 16) * t.tile_k0 * item)
         pipe.init_buffer(self.b2, t.l0_buffers, t.tile_k0 * self.n16 * item)
-        pipe.init_buffer(self.c, t.l0c_buffers, F.round_up(t.tile_m, 16) * self.n16 * 4)
+        pipe.init_buffer(self.c, t.l0c_buffers, round_up(t.tile_m, 16) * self.n16 * 4)
         g = t.x_geom                                 # the map as it lies in GM
         self.plane = g.h * g.w * c0                  # one depth plane of one channel block
         self.block = g.d * self.plane                # one channel block of one image
@@ -217,7 +218,7 @@ class BlockConvMmad:
         t = self.t
         taps, c0 = t.geom.taps, t.c0
         boxes, c1_elems = slab_boxes(t.geom, t.batch, m_off, m, c0)
-        n16 = F.round_up(n, 16)
+        n16 = round_up(n, 16)
         c = self.c.alloc_tensor(t.acc_dtype)
         first = True
         if t.w_resident and (grp, n_idx) != self.w_col:
@@ -299,7 +300,7 @@ class BlockConvEpilogue:
         self.buf = None
         if self.names:
             self.buf = TBuf(A1, "epilogue_l1")
-            self.slot = F.round_up(t.tile_n * 4, 32)
+            self.slot = round_up(t.tile_n * 4, 32)
             pipe.init_buffer(self.buf, self.slot * EPI_SLOTS * len(self.names))
             self.count = 0
             self.read = [False] * EPI_SLOTS     # a fixpipe read the slot since it was loaded
@@ -379,7 +380,7 @@ class _Shape:
         self.size, self.dtype = int(size), np.dtype(dtype)
 
 
-def launch_conv(xp, wp, t: ConvTiling, vectors: dict, chip="910", mode: str = "functional",
+def launch_conv(xp, wp, t: ConvTiling, vectors: dict, chip=DEFAULT_CHIP, mode: str = "functional",
                 check_races: bool | None = None):
     """Launch on packed operands (:func:`pack_input`, :func:`pack_weight`, :func:`pack_vector`).
     Returns (y (batch x pixels, Cout) of the output dtype, or None in timing mode; trace)."""
@@ -413,7 +414,7 @@ def unpack_output(y: np.ndarray, t: ConvTiling) -> np.ndarray:
 
 
 def run_conv(x: np.ndarray, w: np.ndarray, t: ConvTiling, groups: int, bias=None, scale=None,
-             offset=None, chip="910", mode: str = "functional", check_races: bool | None = None):
+             offset=None, chip=DEFAULT_CHIP, mode: str = "functional", check_races: bool | None = None):
     """x (N, Cin, D, H, W), w (Cout, Cin_g, kd, kh, kw) of the tiling's dtype; per-channel
     bias (acc dtype), scale and offset (float32) as the tiling says. Returns
     (y (N, Cout, od, oh, ow) or None in timing mode, trace)."""
@@ -434,7 +435,7 @@ def run_conv(x: np.ndarray, w: np.ndarray, t: ConvTiling, groups: int, bias=None
     return (unpack_output(y, t) if y is not None else None), trace
 
 
-def simulate(t: ConvTiling, chip="910"):
+def simulate(t: ConvTiling, chip=DEFAULT_CHIP):
     """Timing-only run of tiling ``t`` (no operand data is allocated); returns the Trace."""
     g = t.x_geom
     c1c0 = t.c1 * t.c0

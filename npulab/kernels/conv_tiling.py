@@ -33,9 +33,10 @@ from .. import formats as F
 from ..chips import ChipSpec, get_chip
 from ..errors import BufferOverflowError, ShapeError
 from ..lang.conv_load import ConvGeom
-from ..lang.cube import mmad_cost
+from ..sim.cost import mmad_cost
 from ..sim.memory import fmt_bytes
 from .matmul_tiling import MatmulTiling, best_swizzle
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int8))
 ACC_DTYPE = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
@@ -135,7 +136,7 @@ class ConvTiling:
 
     @cached_property
     def c1(self) -> int:
-        return -(-self.cin_e // self.c0)
+        return ceil_div(self.cin_e, self.c0)
 
     def step_k(self, cs: int) -> int:
         """K columns of an L1 step of ``cs`` channel blocks (C04: all of K, padded once)."""
@@ -150,21 +151,21 @@ class ConvTiling:
     @property
     def k(self) -> int:
         if self.c04:                          # FRACTAL_Z_C04: (tap, c) rows, padded to K0 once
-            return F.round_up(self.geom.taps * C04, self.k0)
+            return round_up(self.geom.taps * C04, self.k0)
         return self.c1 * self.geom.taps * self.c0
 
     @property
     def n1(self) -> int:
         """16-channel fractal columns of one group's weights (FRACTAL_Z's N1)."""
-        return -(-self.cout_e // 16)
+        return ceil_div(self.cout_e, 16)
 
     @property
     def m_loops(self) -> int:
-        return -(-self.m // self.tile_m)
+        return ceil_div(self.m, self.tile_m)
 
     @property
     def n_loops(self) -> int:
-        return -(-self.cout_e // self.tile_n)
+        return ceil_div(self.cout_e, self.tile_n)
 
     @property
     def core_loops(self) -> int:
@@ -289,7 +290,7 @@ def slab_boxes(geom: ConvGeom, batch: int, p0: int, m: int, c0: int) -> tuple:
 @lru_cache(maxsize=1024)
 def max_slab(geom: ConvGeom, batch: int, tile_m: int, c0: int) -> int:
     """The largest slab channel block (elements) any M tile of a uniform tiling needs."""
-    m_loops = -(-batch * geom.out_pixels // tile_m)
+    m_loops = ceil_div(batch * geom.out_pixels, tile_m)
     return max(tile_boxes(geom, batch, tile_m, c0, i)[1] for i in range(m_loops))
 
 
@@ -340,7 +341,7 @@ def map_rows_to_load(t: "ConvTiling", run_boxes, run_elems: int, loaded: dict, t
             continue
         _, d0r, ndr, start_r, length_r, base_r = run[img]
         lo = loaded.get(img, start_r)
-        need = -(-(start + length) // g.w) * g.w            # to the end of the tile's last row
+        need = round_up(start + length, g.w)            # to the end of the tile's last row
         hi = min(start_r + length_r, need)
         if hi > lo:
             out.append((base_r + (lo - start_r) * c0, img * image + d0r * g.h * g.w * c0 + lo * c0,
@@ -367,7 +368,7 @@ def _team_rows(m_total: int, tile_m: int, team: int, r: int, ramp: int = 0, tape
     tile_m), so the first result is ready, and FixPipe busy, early; ``taper`` > 0 ends it the
     same way in reverse, so the last tile's FixPipe write, which nothing overlaps, is short.
     The tiles between stay large (long mmads)."""
-    frac = -(-m_total // 16)
+    frac = ceil_div(m_total, 16)
     r0, r1 = r * frac // team, (r + 1) * frac // team
     rows = r1 - r0
     if rows <= 0:
@@ -382,7 +383,7 @@ def _team_rows(m_total: int, tile_m: int, team: int, r: int, ramp: int = 0, tape
             left -= part[-1]
             size *= 2
         ends.append(part)
-    nt = -(-left // cap)
+    nt = ceil_div(left, cap)
     middle = [(j + 1) * left // nt - j * left // nt for j in range(nt)]
     bounds = [r0]
     for v in ends[0] + middle + ends[1][::-1]:
@@ -497,18 +498,18 @@ def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
     dt = t.np_dtype
     item, c0 = dt.itemsize, t.c0
     slab = t.c1_step * slab_elems(t) * item
-    wts = t.step_k(t.c1_step) * F.round_up(t.tile_n, 16) * item
-    epi = EPI_SLOTS * len(t.vectors) * F.round_up(t.tile_n * 4, 32)
+    wts = t.step_k(t.c1_step) * round_up(t.tile_n, 16) * item
+    epi = EPI_SLOTS * len(t.vectors) * round_up(t.tile_n * 4, 32)
     if t.map_resident:
         slab = t.c1 * slab_elems(t) * item
         if t.w_resident:
-            wts = t.k * F.round_up(t.tile_n, 16) * item
+            wts = t.k * round_up(t.tile_n, 16) * item
             return _demand(t, slab, wts, epi, f"the run's map {fmt_bytes(slab)} + resident weights "
                                               f"{fmt_bytes(wts)}", slab + wts + epi)
         return _demand(t, slab, wts, epi, f"the run's map {fmt_bytes(slab)} + {t.l1_buffers} x weights "
                                           f"{fmt_bytes(wts)}", slab + t.l1_buffers * wts + epi)
     if t.w_resident:
-        wts = t.k * F.round_up(t.tile_n, 16) * item
+        wts = t.k * round_up(t.tile_n, 16) * item
         return _demand(t, slab, wts, epi, f"{t.l1_buffers} x map slab {fmt_bytes(slab)} + resident "
                                           f"weights {fmt_bytes(wts)}", t.l1_buffers * slab + wts + epi)
     return _demand(t, slab, wts, epi, f"{t.l1_buffers} x (map slab {fmt_bytes(slab)} + weights "
@@ -518,9 +519,9 @@ def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
 def _demand(t, slab, wts, epi, how, l1):
     dt = t.np_dtype
     item = dt.itemsize
-    l0a = t.l0_buffers * F.round_up(t.tile_m, 16) * t.tile_k0 * item
-    l0b = t.l0_buffers * t.tile_k0 * F.round_up(t.tile_n, 16) * item
-    l0c = t.l0c_buffers * F.round_up(t.tile_m, 16) * F.round_up(t.tile_n, 16) * 4
+    l0a = t.l0_buffers * round_up(t.tile_m, 16) * t.tile_k0 * item
+    l0b = t.l0_buffers * t.tile_k0 * round_up(t.tile_n, 16) * item
+    l0c = t.l0c_buffers * round_up(t.tile_m, 16) * round_up(t.tile_n, 16) * 4
     return {
         "L1": (l1, how + (f" + {EPI_SLOTS} x {len(t.vectors)} epilogue vectors" if t.vectors else "")),
         "L0A": (l0a, f"{t.l0_buffers} x img2col {t.tile_m}x{t.tile_k0} {dt.name}"),
@@ -529,7 +530,7 @@ def _demand(t, slab, wts, epi, how, l1):
     }
 
 
-def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
+def problems(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
     chip = get_chip(chip)
     out = []
     c0 = t.k0
@@ -567,7 +568,7 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = "910") -> list[str]:
     return out
 
 
-def can_implement(t: ConvTiling, chip: "ChipSpec | str" = "910") -> bool:
+def can_implement(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
     """Raise BufferOverflowError / ShapeError naming what does not fit; else True."""
     found = problems(t, chip)
     if not found:
@@ -587,7 +588,7 @@ def busiest_block(t: ConvTiling) -> int:
     if t.schedule != "teams":
         return 0                                               # block 0 runs the most tiles
     team = t.block_dim // t.columns
-    load = [sum(-(-m // 16) for _, _, m, _, _ in block_work(replace(t, sample_loops=0), r))
+    load = [sum(ceil_div(m, 16) for _, _, m, _, _ in block_work(replace(t, sample_loops=0), r))
             for r in range(team)]
     return max(range(team), key=lambda r: (load[r], -r))
 
@@ -633,7 +634,7 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
         if t.map_resident:                         # only the rows the run has not loaded yet
             new_rows = item * sum(c[2] * c[3] for c in map_rows_to_load(t, run_boxes, run_elems,
                                                                         loaded, boxes))
-        m1, n16 = -(-m // 16), F.round_up(n, 16)
+        m1, n16 = ceil_div(m, 16), round_up(n, 16)
         new_col = (grp, n_idx) not in cols_seen
         cols_seen.add((grp, n_idx))
         first_step = len(steps)
@@ -658,7 +659,7 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     writes = sum(x[2] for x in tiles)
     # HBM: a map range is fetched once for its readers; a column's weights once for the
     # cores of its team (L2 serves a core's and its team's repeats of the same window)
-    w_col = t.k * F.round_up(t.tile_n, 16) * item
+    w_col = t.k * round_up(t.tile_n, 16) * item
     w_hbm = min(w_bytes, len(cols_seen) * w_col / team)
     w_frac = w_hbm / max(1, w_bytes)
     f0, f1, _ = tiles[0]
@@ -704,20 +705,20 @@ def _steps(c1: int) -> list[int]:
         out.append(s)
         if s == 1:
             return out
-        s = -(-s // 2)
+        s = ceil_div(s, 2)
 
 
 def _k0(t: ConvTiling, chip, tm: int, tn: int) -> int:
     """The largest TILE_K0 (up to 256) that double-buffers in L0A and L0B for a tm x tn tile."""
     item = t.np_dtype.itemsize
-    kmax = min(chip.buffer_bytes("L0A") // 2 // (F.round_up(tm, 16) * item),
-               chip.buffer_bytes("L0B") // 2 // (F.round_up(tn, 16) * item))
+    kmax = min(chip.buffer_bytes("L0A") // 2 // (round_up(tm, 16) * item),
+               chip.buffer_bytes("L0B") // 2 // (round_up(tn, 16) * item))
     return min(kmax // t.k0 * t.k0, 256)
 
 
 def _finish(cand: ConvTiling, c1_step: int, resident: bool, k0: int) -> ConvTiling:
     return replace(cand, c1_step=c1_step, w_resident=resident,
-                   tile_k0=min(k0, F.round_up(cand.step_k(c1_step), cand.k0)))
+                   tile_k0=min(k0, round_up(cand.step_k(c1_step), cand.k0)))
 
 
 def candidates(t: ConvTiling, chip):
@@ -728,38 +729,38 @@ def candidates(t: ConvTiling, chip):
     chip = get_chip(chip)
     c0 = t.k0
     seen = set()
-    m1 = -(-t.m // 16)
+    m1 = ceil_div(t.m, 16)
     balanced = []                  # block tiles whose count is close to a multiple of the cores
     for tn in (256, 128, 64):
-        n_loops = t.groups * -(-t.cout_e // tn)
+        n_loops = t.groups * ceil_div(t.cout_e, tn)
         for rounds in range(1, 9):
-            m_loops = -(-rounds * chip.ai_cores // n_loops)
-            tm = 16 * -(-m1 // m_loops)
+            m_loops = ceil_div(rounds * chip.ai_cores, n_loops)
+            tm = 16 * ceil_div(m1, m_loops)
             if 16 <= tm <= L0C_TILE_ELEMS // tn:
                 balanced.append((tm, tn))
     shapes = []
     for tm, tn in BLOCK_TILES + tuple(balanced):
-        tm = max(16, min(tm, F.round_up(t.m, 16)))
-        tn = max(16, min(tn, F.round_up(t.cout_e, 16)))
+        tm = max(16, min(tm, round_up(t.m, 16)))
+        tn = max(16, min(tn, round_up(t.cout_e, 16)))
         if (tm, tn) not in seen:
             seen.add((tm, tn))
             base = replace(t, tile_m=tm, tile_n=tn, schedule="cyclic")
             shapes.append(replace(base, block_dim=min(chip.ai_cores, base.core_loops)))
     # teams: one column per TILE_N choice whose column count divides into the cores
-    for tn in sorted({min(v, F.round_up(t.cout_e, 16)) for v in (256, 192, 128, 96, 64, 48, 32, 16)},
+    for tn in sorted({min(v, round_up(t.cout_e, 16)) for v in (256, 192, 128, 96, 64, 48, 32, 16)},
                      reverse=True):
-        cols = t.groups * -(-t.cout_e // tn)
+        cols = t.groups * ceil_div(t.cout_e, tn)
         if cols > chip.ai_cores:
             continue
         team = chip.ai_cores // cols
-        rows = -(-m1 // team)                     # fractal rows of the busiest member
+        rows = ceil_div(m1, team)                     # fractal rows of the busiest member
         # the tallest tile whose L0A still double-buffers one channel block's taps x C0
         # (TILE_K0 = a whole step of C1_STEP = 1: the fewest mmads, so the fewest start-ups)
         tk = t.step_k(1)
         tm_k = chip.buffer_bytes("L0A") // 2 // (tk * t.np_dtype.itemsize) // 16 * 16
         tms = []
         for per_core in range(1, 9):               # 1 to 8 tiles a core, the first that fit
-            tm = 16 * -(-rows // per_core)
+            tm = 16 * ceil_div(rows, per_core)
             if tm * tn <= L0C_TILE_ELEMS:
                 tms.append(tm)
                 if per_core * 16 >= rows:
@@ -809,7 +810,7 @@ def _swizzled(t: ConvTiling, chip) -> ConvTiling:
     return replace(t, swizzle_offset=sw["swizzle_offset"], swizzle_direction=sw["swizzle_direction"])
 
 
-def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = "910", *, search: bool | None = None) -> ConvTiling:
+def default_tiling(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP, *, search: bool | None = None) -> ConvTiling:
     """The tiling used when none is given.
 
     Every candidate of :func:`candidates` is ranked by :func:`estimate_cycles`. When

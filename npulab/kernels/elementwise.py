@@ -21,6 +21,7 @@ from .. import lang
 from ..chips import ChipSpec, get_chip
 from ..errors import ShapeError
 from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, data_copy_pad, get_block_idx
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 BLOCK_BYTES = 32           # one DMA block: every tile boundary sits on one
 QUEUES_PER_TILE = 3        # x in, y in, z out
@@ -41,11 +42,8 @@ class AddTiling:
         return asdict(self)
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
 
-
-def add_tiling(n: int, dtype, chip: "ChipSpec | str" = "910", buffer_num: int = 2,
+def add_tiling(n: int, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, buffer_num: int = 2,
                tile: int | None = None) -> AddTiling:
     """Split ``n`` elements over the chip's vector cores (``chip.cores_for("aiv")``: the AI
     cores of a coupled chip, the AIV cores of a split one), then each block into UB tiles.
@@ -62,11 +60,11 @@ def add_tiling(n: int, dtype, chip: "ChipSpec | str" = "910", buffer_num: int = 
     if buffer_num < 1:
         raise ShapeError(f"add_tiling: buffer_num must be at least 1, got {buffer_num}")
     per_block = BLOCK_BYTES // dt.itemsize                 # elements in a 32-byte block
-    block_factor = _round_up(-(-n // chip.cores_for("aiv")), per_block)
-    block_dim = -(-n // block_factor)
+    block_factor = round_up(ceil_div(n, chip.cores_for("aiv")), per_block)
+    block_dim = ceil_div(n, block_factor)
     ub_tile = (chip.buffers.ub // (QUEUES_PER_TILE * buffer_num)) // BLOCK_BYTES * BLOCK_BYTES // dt.itemsize
     if tile is None:
-        tile = min(ub_tile, _round_up(-(-block_factor // MIN_TILES_PER_BLOCK), per_block))
+        tile = min(ub_tile, round_up(ceil_div(block_factor, MIN_TILES_PER_BLOCK), per_block))
     elif tile % per_block or tile <= 0:
         raise ShapeError(f"add_tiling: tile={tile} must be a positive multiple of {per_block} "
                          f"elements ({BLOCK_BYTES} bytes of {dt})")
@@ -90,7 +88,7 @@ class KernelAdd:
             self.pipe.init_buffer(q, t.buffer_num, t.tile * self.dtype.itemsize)
 
     def process(self) -> None:
-        for i in range(-(-self.length // self.tile)):
+        for i in range(ceil_div(self.length, self.tile)):
             count = min(self.tile, self.length - i * self.tile)
             self.copy_in(i, count)
             self.compute(count)
@@ -137,7 +135,7 @@ def check_add(x_shape, x_dtype, y_shape, y_dtype) -> None:
                          f"float16 or both float32")
 
 
-def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip="910", mode: str = "functional"):
+def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip=DEFAULT_CHIP, mode: str = "functional"):
     """Launch the kernel with a tiling the host already made. Returns (z, trace)."""
     if x.size == 0:
         return x.copy(), None
@@ -149,7 +147,7 @@ def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip="910", mode
     return out, trace
 
 
-def run_add(x: np.ndarray, y: np.ndarray, chip="910", buffer_num: int = 2, mode: str = "functional",
+def run_add(x: np.ndarray, y: np.ndarray, chip=DEFAULT_CHIP, buffer_num: int = 2, mode: str = "functional",
             tile: int | None = None):
     """Host side end to end: check inputs, tile, launch. Returns (z, trace)."""
     x, y = np.asarray(x), np.asarray(y)

@@ -27,6 +27,7 @@ from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf,
                     data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad,
                     set_flag, wait_flag)
 from .matmul_tiling import BIAS_SLOTS, MatmulTiling, can_implement, swizzle_coord
+from ..arch import DEFAULT_CHIP, round_up
 
 
 class BlockScheduler:
@@ -60,7 +61,7 @@ class BlockMmad:
         self.dtype, self.acc = dt, t.acc_dtype
         c0 = F.c0_of(dt)
         item = dt.itemsize
-        nz = lambda r, c: F.round_up(r, 16) * F.round_up(c, c0) * item       # noqa: E731
+        nz = lambda r, c: round_up(r, 16) * round_up(c, c0) * item       # noqa: E731
         a_l1 = nz(t.tile_k, t.tile_m) if t.trans_a else nz(t.tile_m, t.tile_k)
         b_l1 = nz(t.tile_n, t.tile_k) if t.trans_b else nz(t.tile_k, t.tile_n)
         self.a1, self.b1 = Queue(A1, "a_l1"), Queue(B1, "b_l1")
@@ -68,9 +69,9 @@ class BlockMmad:
         self.c = Queue(CO1, "c_l0c")
         pipe.init_buffer(self.a1, t.l1_buffers, a_l1)
         pipe.init_buffer(self.b1, t.l1_buffers, b_l1)
-        pipe.init_buffer(self.a2, t.l0_buffers, F.round_up(t.tile_m, 16) * F.round_up(t.tile_k0, c0) * item)
-        pipe.init_buffer(self.b2, t.l0_buffers, F.round_up(t.tile_k0, c0) * F.round_up(t.tile_n, 16) * item)
-        pipe.init_buffer(self.c, t.l0c_buffers, F.round_up(t.tile_m, 16) * F.round_up(t.tile_n, 16) * 4)
+        pipe.init_buffer(self.a2, t.l0_buffers, round_up(t.tile_m, 16) * round_up(t.tile_k0, c0) * item)
+        pipe.init_buffer(self.b2, t.l0_buffers, round_up(t.tile_k0, c0) * round_up(t.tile_n, 16) * item)
+        pipe.init_buffer(self.c, t.l0c_buffers, round_up(t.tile_m, 16) * round_up(t.tile_n, 16) * 4)
 
     def __call__(self, a_gm, b_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int):
         """Compute one block tile into a fresh L0C slot; return it enqueued for the epilogue."""
@@ -95,8 +96,8 @@ class BlockMmad:
             else:
                 data_copy_nd2nz(b1, b_gm[b_base + k_off * N + n_off:], kl, n, N)
             self.b1.enque(b1)
-            a_rows = F.round_up(kl if t.trans_a else m, 16)
-            b_rows = F.round_up(n if t.trans_b else kl, 16)
+            a_rows = round_up(kl if t.trans_a else m, 16)
+            b_rows = round_up(n if t.trans_b else kl, 16)
             a1, b1 = self.a1.deque(), self.b1.deque()
             # L1 -> L0A / L0B (MTE1), then the cube, TILE_K0 at a time
             for k0 in range(0, kl, t.tile_k0):
@@ -125,7 +126,7 @@ class BlockEpilogue:
         self.bias = None
         if t.has_bias:                         # BIAS_SLOTS slots in L1, MTE2 -> FIX by flags
             self.bias = TBuf(A1, "bias_l1")
-            self.slot = F.round_up(t.tile_n * 4, 32)
+            self.slot = round_up(t.tile_n * 4, 32)
             pipe.init_buffer(self.bias, self.slot * BIAS_SLOTS)
             self.count = 0
             self.pending = [False] * BIAS_SLOTS
@@ -191,7 +192,7 @@ def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling) -> None:
 
 
 def run_matmul(a: np.ndarray, b: np.ndarray, t: MatmulTiling, bias: np.ndarray | None = None,
-               chip="910", mode: str = "functional", check_races: bool | None = None):
+               chip=DEFAULT_CHIP, mode: str = "functional", check_races: bool | None = None):
     """Device layer: check the tiling can run, lay the operands out in GM, launch.
 
     a, b: (batch, M, K) / (batch, K, N) arrays (or transposed per the tiling), already in the
@@ -227,7 +228,7 @@ class _Shape:
         self.size, self.dtype = int(size), np.dtype(dtype)
 
 
-def simulate(t: MatmulTiling, chip="910"):
+def simulate(t: MatmulTiling, chip=DEFAULT_CHIP):
     """Timing-only run of tiling ``t`` (no operand data is allocated); returns the Trace."""
     a = _Shape(t.batch * t.m * t.k, t.np_dtype)
     b = _Shape(t.batch * t.k * t.n, t.np_dtype)

@@ -24,6 +24,7 @@ from .. import formats as F
 from ..chips import ChipSpec, get_chip
 from ..errors import BufferOverflowError, ShapeError
 from ..sim.memory import fmt_bytes
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int8))
 ACC_DTYPE = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
@@ -84,11 +85,11 @@ class MatmulTiling:
 
     @property
     def m_loops(self) -> int:
-        return -(-self.m // self.tile_m)
+        return ceil_div(self.m, self.tile_m)
 
     @property
     def n_loops(self) -> int:
-        return -(-self.n // self.tile_n)
+        return ceil_div(self.n, self.tile_n)
 
     @property
     def core_loops(self) -> int:
@@ -112,7 +113,7 @@ class MatmulTiling:
 
 # -- buffer demand ----------------------------------------------------------------------------
 def _nz_elems(rows: int, cols: int, c0: int) -> int:
-    return F.round_up(rows, 16) * F.round_up(cols, c0)
+    return round_up(rows, 16) * round_up(cols, c0)
 
 
 def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
@@ -121,11 +122,11 @@ def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
     item, c0 = dt.itemsize, F.c0_of(dt)
     a_l1 = _nz_elems(t.tile_k, t.tile_m, c0) if t.trans_a else _nz_elems(t.tile_m, t.tile_k, c0)
     b_l1 = _nz_elems(t.tile_n, t.tile_k, c0) if t.trans_b else _nz_elems(t.tile_k, t.tile_n, c0)
-    bias = F.round_up(t.tile_n * 4, 32) * BIAS_SLOTS if t.has_bias else 0
+    bias = round_up(t.tile_n * 4, 32) * BIAS_SLOTS if t.has_bias else 0
     l1 = t.l1_buffers * (a_l1 + b_l1) * item + bias
-    l0a = t.l0_buffers * F.round_up(t.tile_m, 16) * F.round_up(t.tile_k0, c0) * item
-    l0b = t.l0_buffers * F.round_up(t.tile_k0, c0) * F.round_up(t.tile_n, 16) * item
-    l0c = t.l0c_buffers * F.round_up(t.tile_m, 16) * F.round_up(t.tile_n, 16) * 4
+    l0a = t.l0_buffers * round_up(t.tile_m, 16) * round_up(t.tile_k0, c0) * item
+    l0b = t.l0_buffers * round_up(t.tile_k0, c0) * round_up(t.tile_n, 16) * item
+    l0c = t.l0c_buffers * round_up(t.tile_m, 16) * round_up(t.tile_n, 16) * 4
     name = dt.name
     return {
         "L1": (l1, f"{t.l1_buffers} x (A {t.tile_m}x{t.tile_k} + B {t.tile_k}x{t.tile_n}) {name}"
@@ -136,7 +137,7 @@ def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
     }
 
 
-def problems(t: MatmulTiling, chip: "ChipSpec | str" = "910") -> list[str]:
+def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
     """Every reason tiling ``t`` cannot run on ``chip`` (empty: it can)."""
     chip = get_chip(chip)
     out = []
@@ -165,7 +166,7 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = "910") -> list[str]:
     return out
 
 
-def can_implement(t: MatmulTiling, chip: "ChipSpec | str" = "910") -> bool:
+def can_implement(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
     """catlass's ``CanImplement``: raise BufferOverflowError / ShapeError naming the buffer,
     the demand and the capacity if ``t`` cannot run on ``chip``; else return True."""
     found = problems(t, chip)
@@ -189,10 +190,10 @@ def check_problem(batch: int, m: int, n: int, k: int, dtype) -> np.dtype:
 
 def _clamp(tile: int, dim: int, unit: int) -> int:
     """A tile no larger than the dimension needs (rounded up to ``unit``)."""
-    return max(unit, min(tile, F.round_up(dim, unit)))
+    return max(unit, min(tile, round_up(dim, unit)))
 
 
-def make_tiling(shape, dtype, chip: "ChipSpec | str" = "910", recipe: "str | tuple" = "catlass", *,
+def make_tiling(shape, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, recipe: "str | tuple" = "catlass", *,
                 block_dim: int | None = None, swizzle_offset: int = 1, swizzle_direction: int = 0,
                 trans_a: bool = False, trans_b: bool = False, has_bias: bool = False,
                 relu: bool = False, clamp: bool = True, name: str | None = None) -> MatmulTiling:
@@ -215,8 +216,8 @@ def make_tiling(shape, dtype, chip: "ChipSpec | str" = "910", recipe: "str | tup
         tm, tn, tk, tk0, l1, l0, l0c = (int(v) for v in recipe)
     tk0 = tk0 or c0
     tk = tk or tk0
-    tk0 = F.round_up(tk0, c0)
-    tk = F.round_up(tk, tk0)
+    tk0 = round_up(tk0, c0)
+    tk = round_up(tk, tk0)
     if clamp:
         tm, tn = _clamp(tm, m, 16), _clamp(tn, n, 16)
         tk0 = _clamp(tk0, k, c0)
@@ -290,7 +291,7 @@ def best_swizzle(t: MatmulTiling, chip) -> dict:
     return {"swizzle_offset": off, "swizzle_direction": d}
 
 
-def default_tiling(shape, dtype, chip: "ChipSpec | str" = "910", **kw) -> MatmulTiling:
+def default_tiling(shape, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, **kw) -> MatmulTiling:
     """The tiling function used when nothing is tuned: the largest double-buffered block tile
     (from 256 x 256 down) that fits every buffer, shrunk while there are fewer block tiles than
     cores; TILE_K0 as large as L0A/L0B allow (up to 128), TILE_K up to 8 x TILE_K0 as L1

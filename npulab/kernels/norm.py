@@ -31,6 +31,7 @@ Mirrors hicann/ops-nn ``norm/layer_norm_v4``, ``norm/rms_norm`` and ``norm/batch
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import vector as V
 from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy, data_copy_pad, get_block_idx
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
 MIN_TILES_PER_BLOCK = 16    # split a block at least this finely so copies and compute overlap
@@ -60,9 +62,6 @@ BUFFER_NUM = 3
 SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32))
 F32 = np.dtype(np.float32)
 
-
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
 
 
 def check_float(what: str, name: str, dtype) -> np.dtype:
@@ -124,14 +123,14 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float
         raise ShapeError(f"{what}: need at least one row and one column, got rows={rows}, cols={cols}")
     if buffer_num < 1:
         raise ShapeError(f"{what}: buffer_num must be at least 1, got {buffer_num}")
-    block_factor = -(-rows // chip.cores_for("aiv"))
-    block_dim = -(-rows // block_factor)
+    block_factor = ceil_div(rows, chip.cores_for("aiv"))
+    block_dim = ceil_div(rows, block_factor)
     narrow = bool(narrow) and dt != F32
     exp16 = bool(exp16) and narrow
     per_row = (2 * buffer_num * cols * dt.itemsize + (work_rows + param_rows) * cols * F32.itemsize
                + stats * 4 + 2 * narrow + 2 * exp16)
-    slack = (2 * buffer_num + int(-(-work_rows // 1)) + param_rows + 5) * BLOCK_BYTES   # 32-byte rounding
-    per_row = int(-(-per_row // 1))
+    slack = (2 * buffer_num + int(math.ceil(work_rows)) + param_rows + 5) * BLOCK_BYTES   # 32-byte rounding
+    per_row = int(math.ceil(per_row))
     free = chip.buffers.ub - fixed_bytes - slack
     fit = free // per_row
     if fit < 1:
@@ -147,9 +146,9 @@ def row_tiling(rows: int, cols: int, dtype, chip, *, what: str, work_rows: float
         # a widened (fp16) tile is vector-bound: there, larger tiles amortise the vector
         # start-ups better than more tiles hide the fill and drain
         if dt == F32:
-            tile_rows = min(fit, -(-block_factor // MIN_TILES_PER_BLOCK))
+            tile_rows = min(fit, ceil_div(block_factor, MIN_TILES_PER_BLOCK))
         else:
-            r = -(-block_factor // MIN_TILES_WIDENED)
+            r = ceil_div(block_factor, MIN_TILES_WIDENED)
             tile_rows = min(fit, r // GROUP_ROWS * GROUP_ROWS if r >= GROUP_ROWS else r)
     elif not 1 <= tile_rows <= fit:
         raise ShapeError(f"{what}: tile_rows={tile_rows} must be between 1 and {fit} (what fits the UB)")
@@ -170,18 +169,18 @@ def ramp_tiles(total: int, tile: int, unit: int = 1, ramp: int = 2) -> list[int]
     total, tile, unit = int(total), int(tile), max(1, int(unit))
     if total <= 0:
         return []
-    head = [max(unit, _round_up(tile >> k, unit)) for k in range(ramp, 0, -1)] if ramp > 0 else []
+    head = [max(unit, round_up(tile >> k, unit)) for k in range(ramp, 0, -1)] if ramp > 0 else []
     head = [h for h in head if h < tile]
     if sum(head) * 2 + tile > total or not head:
-        n = -(-total // tile)
-        base = _round_up(-(-total // n), unit)
+        n = ceil_div(total, tile)
+        base = round_up(ceil_div(total, n), unit)
         sizes = [base] * (total // base)
         if total - sum(sizes):
             sizes.append(total - sum(sizes))
         return sizes
     mid = total - 2 * sum(head)
-    n = -(-mid // tile)
-    base = min(tile, _round_up(-(-mid // n), unit))
+    n = ceil_div(mid, tile)
+    base = min(tile, round_up(ceil_div(mid, n), unit))
     body = [base] * (mid // base)
     rest = mid - sum(body)
     if rest:
@@ -227,7 +226,7 @@ class RowKernel:
             self.pipe.init_buffer(b, nbytes)
             self.work.append(b.get(F32))
         stat = TBuf(VECCALC, "stats")
-        self.stat_len = _round_up(t.tile_rows, BLOCK_BYTES // 4)
+        self.stat_len = round_up(t.tile_rows, BLOCK_BYTES // 4)
         self.pipe.init_buffer(stat, self.STATS * self.stat_len * 4)
         st = stat.get(F32)
         self.stats = [st[k * self.stat_len:] for k in range(self.STATS)]
@@ -246,7 +245,7 @@ class RowKernel:
             return [None] * len(params)
         n = len(present)
         item = self.dtype.itemsize
-        span = _round_up(self.cols * item, BLOCK_BYTES)
+        span = round_up(self.cols * item, BLOCK_BYTES)
         self.param_q = Queue(VECIN, f"in_{name}")
         self.pipe.init_buffer(self.param_q, 1, n * span)
         raw = self.param_q.alloc_tensor(self.dtype)
@@ -258,7 +257,7 @@ class RowKernel:
         self.param_raw = raw
         if self.wide:
             buf = TBuf(VECCALC, f"{name}32")
-            span32 = _round_up(self.cols * 4, BLOCK_BYTES)
+            span32 = round_up(self.cols * 4, BLOCK_BYTES)
             self.pipe.init_buffer(buf, n * span32)
             p32 = buf.get(F32)
             out = [p32[k * (span32 // 4):] for k in range(n)]
@@ -299,7 +298,7 @@ class RowKernel:
         sizes = ramp_tiles(self.nrows, self.t.tile_rows, 1, self.t.ramp)
         starts = [sum(sizes[:k]) for k in range(len(sizes))]
         d = self.t.in_flight
-        lag = -(-self.STEPS // d)
+        lag = ceil_div(self.STEPS, d)
         free_sets = list(range(d))
         issued = 0                          # tiles whose copy in has been issued
         active = []                         # [steps generator, steps done, tile, buffer set]
@@ -552,7 +551,7 @@ def layer_norm_kernel(x, gamma, beta, y, t: RowTiling, eps: float) -> None:
     KernelLayerNorm(x, gamma, beta, y, t, eps).process()
 
 
-def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
+def layer_norm_tiling(rows: int, cols: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,
                       tile_rows: int | None = None, param_tile: bool | None = None,
                       in_flight: int | None = None, ramp: int | None = None) -> RowTiling:
     """LayerNorm: fp32 scratch for the squares of x - mean (half a row when a row's halves fold,
@@ -569,7 +568,7 @@ def layer_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int =
     True, the most tiles up to MAX_IN_FLIGHT that fit the UB at the tile rows the kernel
     would use with one (so the interleaving never costs tile rows), else 1."""
     wide = np.dtype(dtype) != F32
-    fixed = 2 * _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
+    fixed = 2 * round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (2 * cols * 4 if wide else 0)
     if wide:
         work = 1 if fold_halves(cols) else 2
     else:
@@ -635,7 +634,7 @@ def _run_rows(kernel, x, params, t: RowTiling, chip, mode, *extra):
     return (out.reshape(x.shape) if out is not None else None), trace
 
 
-def launch_layer_norm(x, gamma, beta, t: RowTiling, eps: float, chip="910", mode="functional"):
+def launch_layer_norm(x, gamma, beta, t: RowTiling, eps: float, chip=DEFAULT_CHIP, mode="functional"):
     """Run LayerNorm with a tiling the host made; x is (..., cols). Returns (y, trace)."""
     return _run_rows(layer_norm_kernel, x, [gamma, beta], t, chip, mode, float(eps))
 
@@ -672,15 +671,15 @@ def rms_norm_kernel(x, gamma, y, t: RowTiling, eps: float) -> None:
     KernelRmsNorm(x, gamma, y, t, eps).process()
 
 
-def rms_norm_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
+def rms_norm_tiling(rows: int, cols: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,
                     tile_rows: int | None = None) -> RowTiling:
     wide = np.dtype(dtype) != F32
-    fixed = _round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (cols * 4 if wide else 0)
+    fixed = round_up(cols * np.dtype(dtype).itemsize, BLOCK_BYTES) + (cols * 4 if wide else 0)
     return row_tiling(rows, cols, dtype, chip, what="RMSNorm", work_rows=1 + wide,
                       fixed_bytes=fixed, stats=1, buffer_num=buffer_num, tile_rows=tile_rows)
 
 
-def launch_rms_norm(x, gamma, t: RowTiling, eps: float, chip="910", mode="functional"):
+def launch_rms_norm(x, gamma, t: RowTiling, eps: float, chip=DEFAULT_CHIP, mode="functional"):
     return _run_rows(rms_norm_kernel, x, [gamma], t, chip, mode, float(eps))
 
 
@@ -705,30 +704,30 @@ class BatchNormTiling:
         return asdict(self)
 
 
-def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip="910", buffer_num: int = 2) -> BatchNormTiling:
+def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = 2) -> BatchNormTiling:
     chip = get_chip(chip)
     dt = check_float("BatchNorm", "input", dtype)
     if min(n, c, hw) < 1:
         raise ShapeError(f"BatchNorm: empty input (N, C, H*W) = ({n}, {c}, {hw})")
     per_block = BLOCK_BYTES // dt.itemsize
-    c_al = _round_up(c, 8)
-    fixed = 4 * _round_up(c * dt.itemsize, BLOCK_BYTES) + 6 * c_al * 4 + 16 * BLOCK_BYTES
+    c_al = round_up(c, 8)
+    fixed = 4 * round_up(c * dt.itemsize, BLOCK_BYTES) + 6 * c_al * 4 + 16 * BLOCK_BYTES
     free = chip.buffers.ub - fixed
     per_elem = 2 * buffer_num * dt.itemsize + (4 if dt != F32 else 0)
     if free < 8 * per_block * per_elem:
         raise ShapeError(f"BatchNorm: {c} channels need {fixed:,} B of UB for the statistics and "
                          f"chip '{chip.name}' has {chip.buffers.ub:,} B")
     elems = free // per_elem                          # tile_c x row_stride elements at most
-    hw_al = _round_up(hw, per_block)
+    hw_al = round_up(hw, per_block)
     tile_c = c if c * hw_al <= elems else max(8, min(c, elems // hw_al) // 8 * 8)
     if tile_c > c:
         tile_c = c
     tile_hw = hw if tile_c * hw_al <= elems else max(per_block, (elems // tile_c) // per_block * per_block)
-    row_stride = _round_up(tile_hw, per_block)
-    items = n * -(-c // tile_c) * -(-hw // tile_hw)
-    ipb = -(-items // chip.cores_for("aiv"))
+    row_stride = round_up(tile_hw, per_block)
+    items = n * ceil_div(c, tile_c) * ceil_div(hw, tile_hw)
+    ipb = ceil_div(items, chip.cores_for("aiv"))
     return BatchNormTiling(n, c, hw, dt.name, tile_c, tile_hw, row_stride, items, ipb,
-                           -(-items // ipb), buffer_num)
+                           ceil_div(items, ipb), buffer_num)
 
 
 def setup_item_kernel(k, x, y, t, tile: int) -> None:
@@ -763,8 +762,8 @@ class KernelBatchNorm:
     def params(self, mean, var, weight, bias):
         c = self.t.c
         item = self.dtype.itemsize
-        span = _round_up(c * item, BLOCK_BYTES) // item
-        c8 = _round_up(c, 8)
+        span = round_up(c * item, BLOCK_BYTES) // item
+        c8 = round_up(c, 8)
         q = Queue(VECIN, "in_stats")
         self.pipe.init_buffer(q, 1, 4 * span * item)
         raw = q.alloc_tensor(self.dtype)
@@ -801,8 +800,8 @@ class KernelBatchNorm:
 
     def _item(self, k):
         t = self.t
-        nc = -(-t.c // t.tile_c)
-        nh = -(-t.hw // t.tile_hw)
+        nc = ceil_div(t.c, t.tile_c)
+        nh = ceil_div(t.hw, t.tile_hw)
         n, rest = divmod(k, nc * nh)
         ci, hi = divmod(rest, nh)
         c0, h0 = ci * t.tile_c, hi * t.tile_hw
@@ -844,7 +843,7 @@ def batch_norm_kernel(x, mean, var, weight, bias, y, t: BatchNormTiling, eps: fl
     KernelBatchNorm(x, mean, var, weight, bias, y, t, eps).process()
 
 
-def launch_batch_norm(x, mean, var, weight, bias, t: BatchNormTiling, eps: float, chip="910",
+def launch_batch_norm(x, mean, var, weight, bias, t: BatchNormTiling, eps: float, chip=DEFAULT_CHIP,
                       mode="functional"):
     """x: (N, C, *spatial). Returns (y, trace)."""
     y = np.zeros_like(x)

@@ -29,7 +29,8 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
-from .norm import BLOCK_BYTES, F32, _round_up, check_float, copy
+from .norm import BLOCK_BYTES, F32, check_float, copy
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 MODES = ("max", "avg")
 
@@ -49,7 +50,7 @@ def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) ->
     """torch's output size: floor or ceil of (size + 2p - d(k-1) - 1) / s, + 1; with ceil_mode
     the last window must start inside the input or its left padding."""
     span = size + 2 * p - d * (k - 1) - 1
-    out = (-(-span // s) if ceil_mode else span // s) + 1
+    out = (ceil_div(span, s) if ceil_mode else span // s) + 1
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
     return out
@@ -85,7 +86,7 @@ class PoolTiling:
 
 
 def pool_tiling(mode: str, shape, dtype, kernel_size, stride=None, padding=0, dilation=1,
-                ceil_mode=False, count_include_pad=True, scale=1.0, chip="910", buffer_num=2) -> PoolTiling:
+                ceil_mode=False, count_include_pad=True, scale=1.0, chip=DEFAULT_CHIP, buffer_num=2) -> PoolTiling:
     chip = get_chip(chip)
     what = {"max": "max_pool2d", "avg": "avg_pool2d"}[mode]
     dt = check_float(what, "input", dtype)
@@ -109,9 +110,9 @@ def pool_tiling(mode: str, shape, dtype, kernel_size, stride=None, padding=0, di
         raise ShapeError(f"{what}: the window {(kh, kw)} (dilation {(dh, dw)}, padding {(ph, pw)}) "
                          f"is larger than the input plane {(h, w)}: output would be {(oh, ow)}")
     per_block = BLOCK_BYTES // dt.itemsize
-    pad_left = _round_up(pw, per_block)
+    pad_left = round_up(pw, per_block)
     need_w = pad_left - pw + (ow - 1) * sw + (kw - 1) * dw + 1
-    row_stride = _round_up(max(need_w, pad_left + w), per_block)
+    row_stride = round_up(max(need_w, pad_left + w), per_block)
     rows = max(ph + h, (oh - 1) * sh + (kh - 1) * dh + 1)
     divs = avg_divisors(h, w, oh, ow, (kh, kw), (sh, sw), (ph, pw), count_include_pad) if mode == "avg" else None
     const_div = float(scale) / float(divs.flat[0]) if divs is not None and np.all(divs == divs.flat[0]) else 0.0
@@ -126,10 +127,10 @@ def pool_tiling(mode: str, shape, dtype, kernel_size, stride=None, padding=0, di
                          f"{chip.buffers.ub:,} B; npulab's pooling kernel holds a whole plane. "
                          f"Use a smaller plane or a chip with a larger UB.")
     planes = n * c
-    ppb = -(-planes // chip.cores_for("aiv"))
+    ppb = ceil_div(planes, chip.cores_for("aiv"))
     return PoolTiling(mode, n, c, h, w, (kh, kw), (sh, sw), (ph, pw), (dh, dw), bool(ceil_mode),
                       bool(count_include_pad), float(scale), dt.name, oh, ow, pad_left, row_stride,
-                      rows, const_div, ppb, -(-planes // ppb), buffer_num)
+                      rows, const_div, ppb, ceil_div(planes, ppb), buffer_num)
 
 
 def avg_divisors(h, w, oh, ow, kernel, stride, padding, count_include_pad) -> np.ndarray:
@@ -191,12 +192,12 @@ class KernelPool:
         a = self.assist.alloc_tensor(np.int32)
         copy(a, offsets, self.out)
         if scales is not None:
-            s_at = _round_up(self.out, 8)
+            s_at = round_up(self.out, 8)
             copy(a[s_at:].reinterpret_cast(np.float32), scales, self.out)
         self.assist.enque(a)
         a = self.assist.deque()
         lang.adds(self.off0, a, 0, self.out)
-        self.scales = a[_round_up(self.out, 8):].reinterpret_cast(np.float32) if scales is not None else None
+        self.scales = a[round_up(self.out, 8):].reinterpret_cast(np.float32) if scales is not None else None
         self.assist_t = a
 
     def process(self):
@@ -230,7 +231,7 @@ class KernelPool:
         bottom = t.rows - top - t.h
         if bottom > 0:
             lang.duplicate(x[(top + t.h) * rs:], self.pad_value, bottom * rs)
-        right = _round_up(t.pad_left + t.w, per_block)
+        right = round_up(t.pad_left + t.w, per_block)
         for r in range(top, top + t.h):
             if t.pad_left:
                 lang.duplicate(x[r * rs:], self.pad_value, t.pad_left)
@@ -290,7 +291,7 @@ def pool_kernel(x, offsets, scales, y, t: PoolTiling) -> None:
     KernelPool(x, offsets, scales, y, t).process()
 
 
-def launch_pool(x: np.ndarray, t: PoolTiling, chip="910", mode="functional"):
+def launch_pool(x: np.ndarray, t: PoolTiling, chip=DEFAULT_CHIP, mode="functional"):
     """Run a pool with a tiling from :func:`pool_tiling`. Returns (y (N, C, OH, OW), trace)."""
     offsets, scales = assist_tables(t)
     y = np.zeros((t.n, t.c, t.oh, t.ow), x.dtype)

@@ -30,8 +30,9 @@ from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, TBuf
 from ..lang import vector as V
-from .norm import (BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _round_up, _run_rows, check_float, copy,
+from .norm import (BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _run_rows, check_float, copy,
                    fold_halves, row_tiling, setup_item_kernel)
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 
 # -- AR: softmax over the last axis --------------------------------------------------------
@@ -63,7 +64,7 @@ class KernelSoftmaxAR(RowKernel):
     def __init__(self, x, y, t: RowTiling):
         super().__init__(x, y, t, "x")
         if self.wide and t.narrow:
-            row16 = _round_up(t.tile_rows * self.dtype.itemsize, BLOCK_BYTES)
+            row16 = round_up(t.tile_rows * self.dtype.itemsize, BLOCK_BYTES)
             b = TBuf(VECCALC, "max16")
             self.pipe.init_buffer(b, (1 + t.exp16) * row16)
             st16 = b.get(self.dtype)
@@ -128,7 +129,7 @@ def softmax_ar_kernel(x, y, t: RowTiling) -> None:
     KernelSoftmaxAR(x, y, t).process()
 
 
-def softmax_ar_tiling(rows: int, cols: int, dtype, chip="910", buffer_num: int = BUFFER_NUM,
+def softmax_ar_tiling(rows: int, cols: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,
                       tile_rows: int | None = None, narrow: bool = True, exp16: bool = True) -> RowTiling:
     """``narrow`` (fp16 only): the row max and x - max in fp16 before widening (KernelSoftmaxAR);
     False widens first and runs every step in fp32, as ops-nn does. ``exp16`` (with narrow):
@@ -158,7 +159,7 @@ class SoftmaxRATiling:
         return asdict(self)
 
 
-def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip="910", buffer_num: int = 2) -> SoftmaxRATiling:
+def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = 2) -> SoftmaxRATiling:
     chip = get_chip(chip)
     dt = check_float("SoftmaxV2", "input", dtype)
     per_block = BLOCK_BYTES // dt.itemsize
@@ -171,12 +172,12 @@ def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip="910", buffer_
         raise ShapeError(f"SoftmaxV2: the softmax axis has {r} elements; a tile of {r} rows x "
                          f"{per_block} columns needs {per_col * per_block:,} B of UB and chip "
                          f"'{chip.name}' has {chip.buffers.ub:,} B. Use a shorter softmax axis.")
-    inner_al = _round_up(inner, per_block)
+    inner_al = round_up(inner, per_block)
     tile_inner = inner if inner_al <= fit else fit
-    row_stride = _round_up(tile_inner, per_block)
-    items = outer * -(-inner // tile_inner)
-    ipb = -(-items // chip.cores_for("aiv"))
-    return SoftmaxRATiling(outer, r, inner, dt.name, tile_inner, row_stride, items, ipb, -(-items // ipb), buffer_num)
+    row_stride = round_up(tile_inner, per_block)
+    items = outer * ceil_div(inner, tile_inner)
+    ipb = ceil_div(items, chip.cores_for("aiv"))
+    return SoftmaxRATiling(outer, r, inner, dt.name, tile_inner, row_stride, items, ipb, ceil_div(items, ipb), buffer_num)
 
 
 class KernelSoftmaxRA:
@@ -189,7 +190,7 @@ class KernelSoftmaxRA:
 
     def process(self):
         t = self.t
-        chunks = -(-t.inner // t.tile_inner)
+        chunks = ceil_div(t.inner, t.tile_inner)
         for k in range(self.first, self.first + self.count):
             o, ci = divmod(k, chunks)
             c0 = ci * t.tile_inner
@@ -244,7 +245,7 @@ def split_axis(shape, dim: int) -> tuple[int, int, int]:
     return int(np.prod(shape[:dim], dtype=np.int64)), int(shape[dim]), int(np.prod(shape[dim + 1:], dtype=np.int64))
 
 
-def softmax_tiling(shape, dtype, dim: int, chip="910"):
+def softmax_tiling(shape, dtype, dim: int, chip=DEFAULT_CHIP):
     """AR tiling when the softmax axis is last (or everything after it has size 1), RA otherwise."""
     outer, r, inner = split_axis(shape, dim)
     if min(outer, r, inner) == 0:
@@ -254,7 +255,7 @@ def softmax_tiling(shape, dtype, dim: int, chip="910"):
     return softmax_ra_tiling(outer, r, inner, dtype, chip)
 
 
-def launch_softmax(x: np.ndarray, t, chip="910", mode="functional"):
+def launch_softmax(x: np.ndarray, t, chip=DEFAULT_CHIP, mode="functional"):
     """Run softmax with a tiling from :func:`softmax_tiling`. Returns (y, trace)."""
     if isinstance(t, RowTiling):
         return _run_rows(softmax_ar_kernel, x, [], t, chip, mode)

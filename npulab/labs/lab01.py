@@ -6,8 +6,9 @@ memory-bound. The shapes below are the ones the lab's exercises ask about.
 """
 from __future__ import annotations
 
+from ..arch import DEFAULT_CHIP
 from ..chips import ChipSpec, get_chip
-from ..plot.roofline import attainable
+from ..sim.cost import attainable, peak_tflops, ridge
 
 FP16 = 2                                  # bytes per element
 ADD_N = 1 << 20                           # z = x + y over this many fp16 elements
@@ -48,21 +49,9 @@ def reference_intensities() -> dict[str, float]:
             "decode_matmul": intensity_matmul(*DECODE_MNK), "polynomial": intensity_polynomial()}
 
 
-def roof_tflops(chip: "ChipSpec | str", unit: str) -> float:
-    """Peak of the cube (fp16) or of the vector unit (fp16), in TFLOPS."""
-    chip = get_chip(chip)
-    return chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
-
-
-def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
-    """The roofline: min(peak, intensity x bandwidth); GB/s x FLOP/B = GFLOPS."""
-    return float(attainable(intensity, peak_tflops, bandwidth_gbs))
-
-
-def ridge(chip: "ChipSpec | str", unit: str) -> float:
-    """Intensity (FLOP/B) where the memory slope meets the roof."""
-    chip = get_chip(chip)
-    return roof_tflops(chip, unit) * 1000 / chip.gm_bandwidth_gbs
+def attainable_tflops(intensity: float, peak: float, bandwidth_gbs: float) -> float:
+    """The roofline as exercise 1 asks for it (:func:`npulab.sim.cost.attainable`, a float)."""
+    return float(attainable(intensity, peak, bandwidth_gbs))
 
 
 def bound(chip: "ChipSpec | str", op: str, intensity: float) -> str:
@@ -70,19 +59,19 @@ def bound(chip: "ChipSpec | str", op: str, intensity: float) -> str:
     return "memory" if intensity < ridge(chip, UNIT[op]) else "compute"
 
 
-def roofline_table(chip: "ChipSpec | str" = "910") -> list[tuple]:
+def roofline_table(chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[tuple]:
     """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the operators of exercise 5."""
     chip = get_chip(chip)
     rows = []
     for op, ai in reference_intensities().items():
         unit = UNIT[op]
         rows.append((op, unit, ai, ridge(chip, unit),
-                     attainable_tflops(ai, roof_tflops(chip, unit), chip.gm_bandwidth_gbs),
+                     attainable_tflops(ai, peak_tflops(chip, unit), chip.gm_bandwidth_gbs),
                      bound(chip, op, ai)))
     return rows
 
 
-def print_roofline_table(chip: "ChipSpec | str" = "910") -> None:
+def print_roofline_table(chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
     chip = get_chip(chip)
     print(f"{chip.name}: GM {chip.gm_bandwidth_gbs:g} GB/s, cube {chip.peak_fp16_tflops:.1f} TFLOPS, "
           f"vector {chip.peak_vector_tflops_fp16:.2f} TFLOPS")
@@ -91,7 +80,7 @@ def print_roofline_table(chip: "ChipSpec | str" = "910") -> None:
         print(f"{op:<14} {unit:<6} {ai:>8.2f} {r:>8.2f} {ai / r:>8.0%} {att:>8.2f}  {b}")
 
 
-def print_core(chip: "ChipSpec | str" = "910") -> None:
+def print_core(chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
     """The buffers and data paths of one AI core of ``chip``, from its chip file."""
     chip = get_chip(chip)
     print(f"{chip.title}: {chip.ai_cores} AI cores at {chip.clock_ghz:g} GHz")
@@ -120,7 +109,7 @@ def print_core(chip: "ChipSpec | str" = "910") -> None:
           f"{chip.vector.bytes_per_cycle} bytes a cycle ({chip.vector.bytes_per_cycle // 2} fp16 ops)")
 
 
-def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "ChipSpec | str" = "910",
+def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "ChipSpec | str" = DEFAULT_CHIP,
                 seed: int = 0) -> list[dict]:
     """Run Add (timing mode) at each size: cycles, achieved TFLOPS and the share of the
     roofline's attainable rate it reaches."""

@@ -19,6 +19,7 @@ from ..chips import get_chip
 from ..errors import ShapeError
 from ..kernels.elementwise import BLOCK_BYTES, AddTiling, add_kernel, add_tiling
 from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, get_block_idx, launch
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 CHIP = "teach"
 TAIL_N = 5000             # the Add with tails the lab shows
@@ -86,7 +87,7 @@ class RowTiling:
 def row_bytes(cols: int, dtype) -> int:
     """Bytes of one row in UB: whole 32-byte blocks."""
     b = cols * np.dtype(dtype).itemsize
-    return -(-b // BLOCK_BYTES) * BLOCK_BYTES
+    return round_up(b, BLOCK_BYTES)
 
 
 class KernelRowScale:
@@ -116,7 +117,7 @@ class KernelRowScale:
         data_copy(g, self.gamma_gm, self.cols)
         self.in_g.enque(g)
         g = self.in_g.deque()
-        for i in range(-(-self.rows // self.tile)):
+        for i in range(ceil_div(self.rows, self.tile)):
             n = min(self.tile, self.rows - i * self.tile)
             x = self.in_x.alloc_tensor(self.dtype)
             for r in range(n):                                  # row by row: rows sit 32-byte aligned
@@ -165,17 +166,17 @@ def predict_tiling(chip=CHIP):
     return make_tiling(PREDICT_SHAPE, np.float16, chip, PREDICT_RECIPE, clamp=False)
 
 
-def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = "910") -> list[dict]:
+def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = DEFAULT_CHIP) -> list[dict]:
     """Timing-mode Add of ``n`` fp16 elements split over each number of cores (the tile as
     add_tiling picks it for that block size); cycles, time and achieved GM bandwidth."""
     c = get_chip(chip)
     x = np.zeros(n, np.float16)
     rows = []
     for k in cores:
-        bf = -(-(-(-n // k)) // 16) * 16                       # ceil(n / k), whole 32-byte blocks
+        bf = round_up(ceil_div(n, k), 16)                       # ceil(n / k), whole 32-byte blocks
         ub_tile = c.buffers.ub // (3 * 2) // BLOCK_BYTES * BLOCK_BYTES // 2
-        tile = min(ub_tile, -(-(-(-bf // 8)) // 16) * 16)       # at least 8 tiles a block
-        t = AddTiling(n, bf, -(-n // bf), tile, 2)
+        tile = min(ub_tile, round_up(ceil_div(bf, 8), 16))       # at least 8 tiles a block
+        t = AddTiling(n, bf, ceil_div(n, bf), tile, 2)
         _, trace = run_add_tiling(t, x, x, chip=c.name, mode="timing")
         us = trace.us(trace.cycles)
         rows.append({"cores": t.block_dim, "cycles": trace.cycles, "us": us,
@@ -183,7 +184,7 @@ def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = "910")
     return rows
 
 
-def print_sweep(rows, chip: str = "910") -> None:
+def print_sweep(rows, chip: str = DEFAULT_CHIP) -> None:
     c = get_chip(chip)
     print(f"{'cores':>5}  {'cycles':>10}  {'time':>9}  {'GM traffic':>10}  {'speed-up':>8}")
     for r in rows:

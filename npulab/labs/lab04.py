@@ -27,6 +27,7 @@ from .. import lang
 from ..chips import get_chip
 from ..kernels.elementwise import BLOCK_BYTES, run_add
 from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, get_block_idx, launch
+from ..arch import ceil_div, round_up
 
 CHIP = "teach"
 N = 65536                 # elements of the SiLU every run of the lab computes
@@ -44,8 +45,8 @@ class SiluTiling:
 
 def silu_tiling(n: int, chip=CHIP) -> SiluTiling:
     c = get_chip(chip)
-    bf = -(-(-(-n // c.ai_cores)) // 16) * 16
-    return SiluTiling(n, bf, -(-n // bf), c.buffers.ub)
+    bf = round_up(ceil_div(n, c.ai_cores), 16)
+    return SiluTiling(n, bf, ceil_div(n, bf), c.buffers.ub)
 
 
 def inputs(n: int = N, seed: int = SEED) -> np.ndarray:
@@ -62,7 +63,7 @@ class SiluStages:
     """process / copy_in / compute / copy_out of one block; ``__init__`` is the subclass's."""
 
     def process(self) -> None:
-        for i in range(-(-self.length // self.tile)):
+        for i in range(ceil_div(self.length, self.tile)):
             count = min(self.tile, self.length - i * self.tile)
             self.copy_in(i, count)
             self.compute(count)

@@ -23,6 +23,7 @@ from ..kernels import autotune, bench
 from ..kernels.matmul import run_matmul
 from ..kernels.matmul_tiling import default_tiling, make_tiling
 from ..lang import A1, A2, B1, B2, CO1, Pipe, Queue, data_copy_nd2nz, fixpipe, launch, load_data, mmad
+from ..arch import ceil_div, round_up
 
 SEED = 0
 #: the K-loop exercise's problems: (M, N, K, K0) on the teaching chip, one core
@@ -74,10 +75,10 @@ def k_loop_reference(c, a1, b1, a2q, b2q, m, n, k, k0):
     for k_off in range(0, k, k0):
         kk = min(k0, k - k_off)
         a2 = a2q.alloc_tensor(np.float16)
-        load_data(a2, a1, m, kk, src_rows=F.round_up(m, 16), col_off=k_off)
+        load_data(a2, a1, m, kk, src_rows=round_up(m, 16), col_off=k_off)
         a2q.enque(a2)
         b2 = b2q.alloc_tensor(np.float16)
-        load_data(b2, b1, kk, n, src_rows=F.round_up(k, 16), row_off=k_off)
+        load_data(b2, b1, kk, n, src_rows=round_up(k, 16), row_off=k_off)
         b2q.enque(b2)
         a2, b2 = a2q.deque(), b2q.deque()
         mmad(c, a2, b2, m, n, kk, init=(k_off == 0))
@@ -94,11 +95,11 @@ def kloop_kernel(k_loop):
         a1q, b1q = Queue(A1, "a_l1"), Queue(B1, "b_l1")               # GM -> L1 (MTE2)
         a2q, b2q = Queue(A2, "a_l0a"), Queue(B2, "b_l0b")             # L1 -> L0A / L0B (MTE1)
         cq = Queue(CO1, "c_l0c")                                      # L0C: cube -> FixPipe
-        pipe.init_buffer(a1q, 1, F.round_up(m, 16) * F.round_up(k, 16) * 2)
-        pipe.init_buffer(b1q, 1, F.round_up(k, 16) * F.round_up(n, 16) * 2)
-        pipe.init_buffer(a2q, 2, F.round_up(m, 16) * F.round_up(k0, 16) * 2)
-        pipe.init_buffer(b2q, 2, F.round_up(k0, 16) * F.round_up(n, 16) * 2)
-        pipe.init_buffer(cq, 1, F.round_up(m, 16) * F.round_up(n, 16) * 4)
+        pipe.init_buffer(a1q, 1, round_up(m, 16) * round_up(k, 16) * 2)
+        pipe.init_buffer(b1q, 1, round_up(k, 16) * round_up(n, 16) * 2)
+        pipe.init_buffer(a2q, 2, round_up(m, 16) * round_up(k0, 16) * 2)
+        pipe.init_buffer(b2q, 2, round_up(k0, 16) * round_up(n, 16) * 2)
+        pipe.init_buffer(cq, 1, round_up(m, 16) * round_up(n, 16) * 4)
         a1 = a1q.alloc_tensor(np.float16)
         data_copy_nd2nz(a1, a_gm, m, k)                              # A (m, k) -> NZ in L1
         a1q.enque(a1)
@@ -209,7 +210,7 @@ def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> lis
     rows = []
     for t in tilings:
         r = bench.measure(t, chip, full=False)
-        r.update(tile_m=t.tile_m, tile_n=t.tile_n, loads_a=-(-n // t.tile_n), loads_b=-(-m // t.tile_m),
+        r.update(tile_m=t.tile_m, tile_n=t.tile_n, loads_a=ceil_div(n, t.tile_n), loads_b=ceil_div(m, t.tile_m),
                  tiling_object=t)
         rows.append(r)
     best = min(r["cycles"] for r in rows)

@@ -25,9 +25,10 @@ from ..kernels.conv import make_problem, pack_input, simulate
 from ..kernels.conv_tiling import block_work, default_tiling, map_copies, tile_boxes
 from ..lang import A1, A2, Pipe, Queue, launch
 from ..lang.conv_load import Fmatrix, data_copy_strided, load_3d
-from ..lang.cube import macs_per_cycle
+from ..sim.cost import macs_per_cycle
 from ..sim.isa import Kind
 from ..sim.isa import Pipe as HwPipe
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 SEED = 0
 C0 = 16                          # fp16: 32 bytes of channels
@@ -71,7 +72,7 @@ def img2col_on_npu(x_shape, k: int, stride: int, pad: int) -> np.ndarray:
         pipe = Pipe()
         a1q, a2q = Queue(A1, "map_l1"), Queue(A2, "img2col_l0a")
         pipe.init_buffer(a1q, 1, t.c1 * c1_elems * 2)
-        pipe.init_buffer(a2q, 1, F.round_up(m, 16) * kk * 2)
+        pipe.init_buffer(a2q, 1, round_up(m, 16) * kk * 2)
         a1 = a1q.alloc_tensor(np.float16)
         for dst, src, count, length, ss, ds in map_copies(t, boxes, t.c1, c1_elems):
             data_copy_strided(a1[dst:], x_gm[src:], count, length, ss, ds)     # NC1HWC0 slab -> L1
@@ -79,12 +80,12 @@ def img2col_on_npu(x_shape, k: int, stride: int, pad: int) -> np.ndarray:
         a1 = a1q.deque()
         a2 = a2q.alloc_tensor(np.float16)
         load_3d(a2, a1, Fmatrix(t.geom, t.c0, t.c1, c1_elems, 0, boxes), m, kk)  # img2col -> L0A (ZZ)
-        seen.append(a2.numpy()[:F.round_up(m, 16) * kk].copy())                # the host peeks at L0A
+        seen.append(a2.numpy()[:round_up(m, 16) * kk].copy())                # the host peeks at L0A
         a2q.free_tensor(a2)
         a1q.free_tensor(a1)
 
-    launch(kernel, 1, pack_input(x, t).reshape(-1), chip="910")
-    zz = seen[0].reshape(-(-m // 16), kk // t.c0, 16, t.c0)
+    launch(kernel, 1, pack_input(x, t).reshape(-1), chip=DEFAULT_CHIP)
+    zz = seen[0].reshape(ceil_div(m, 16), kk // t.c0, 16, t.c0)
     return F.zz_to_nd(zz, m, kk).astype(np.int64) - 1
 
 
@@ -108,7 +109,7 @@ def img2col_shape(x_shape, k: int, stride: int, pad: int) -> tuple[int, int]:
     """(M, K) of the fp16 img2col matrix: batch x output pixels, C1 x k x k x C0."""
     n, c, h, w = x_shape
     oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-    return n * oh * ow, -(-c // C0) * k * k * C0
+    return n * oh * ow, ceil_div(c, C0) * k * k * C0
 
 
 def plot_img2col(x_shape=(1, 3, 4, 4), k: int = 3, stride: int = 1, pad: int = 1, ax=None):
@@ -140,7 +141,7 @@ def plot_nc1hwc0(c: int = 20, h: int = 2, w: int = 3, dtype=np.float32, ax=None)
     """Storage offset of every (channel, pixel) of a 1 x c x h x w map in NC1HWC0."""
     import matplotlib.pyplot as plt
     c0 = F.c0_of(dtype)
-    c1 = -(-c // c0)
+    c1 = ceil_div(c, c0)
     idx = np.arange(c1 * c0 * h * w).reshape(1, c1 * c0, h, w)
     z = F.nchw_to_nc1hwc0(idx[:, :c1 * c0].astype(np.int64), c0=c0).reshape(-1)   # element at each offset
     off = np.empty_like(z)
@@ -228,7 +229,7 @@ def simulate_tiles(t, chip=TILING_CHIP) -> tuple[int, bool]:
     SAMPLE_LOOPS block tiles a core runs its first SAMPLE_LOOPS and is scaled up: every block
     tile repeats the same instructions, so this is close, not exact (their overlap with the
     copies changes as a run goes on; lab 05 measures the difference for a matmul)."""
-    per_core = -(-t.core_loops // t.block_dim)
+    per_core = ceil_div(t.core_loops, t.block_dim)
     if per_core <= SAMPLE_LOOPS:
         return int(simulate(t, chip).cycles), False
     part = simulate(replace(t, sample_loops=SAMPLE_LOOPS), chip).cycles
@@ -254,7 +255,7 @@ def buffer_table(t, chip=TILING_CHIP) -> str:
 
 
 # -- the measure: batch 1 against batch 32 ---------------------------------------------------------
-def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = "910") -> list[dict]:
+def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = DEFAULT_CHIP) -> list[dict]:
     """Each layer at each batch, default tiling, timing mode: the conv as a matmul (M, N, K),
     the most block tiles a core computes (``tiles``) and the cores that compute any
     (``busy_cores``), cycles, utilization of the cube and the best the HBM allows."""
@@ -276,7 +277,7 @@ def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = "910
     return rows
 
 
-def core_timeline(name: str, batch: int, chip: str = "910", core: int = 0) -> dict:
+def core_timeline(name: str, batch: int, chip: str = DEFAULT_CHIP, core: int = 0) -> dict:
     """Layer ``name`` at ``batch``, default tiling, timing mode, on ``core``: when its first
     mmad starts and its last ends, when the core finishes, its block tiles, and the busy cycles
     of MTE2 (GM -> L1), MTE1 (img2col and weight loads into L0), the cube and FixPipe."""

@@ -20,6 +20,7 @@ from ..kernels.activation import activation_tiling, launch_activation
 from ..kernels.norm import KernelRmsNorm, _run_rows, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
 from ..plot.idle import pipe_time
 from ..sim.isa import Kind, Pipe
+from ..arch import DEFAULT_CHIP, ceil_div
 
 SEED = 0
 #: the RMSNorm exercise: a Llama-sized hidden dimension on the 910, fp16
@@ -119,7 +120,7 @@ def gelu_grid(n: int = 4096, lo: float = -6.0, hi: float = 6.0) -> np.ndarray:
     return np.linspace(lo, hi, n)
 
 
-def gelu_errors(chip: str = "910") -> list[dict]:
+def gelu_errors(chip: str = DEFAULT_CHIP) -> list[dict]:
     """Max |error| against the exact float64 GELU on a grid over [-6, 6]: the tanh formula
     itself, and the simulator's kernels (fp32 and fp16) for both forms."""
     from .. import ops
@@ -136,7 +137,7 @@ def gelu_errors(chip: str = "910") -> list[dict]:
     return rows
 
 
-def gelu_cycles(shape=GELU_SHAPE, chip: str = "910") -> dict:
+def gelu_cycles(shape=GELU_SHAPE, chip: str = DEFAULT_CHIP) -> dict:
     """Timing-mode cycles and vector instructions a tile of both GELU kernels (fp16)."""
     out = {}
     x = np.zeros(shape, np.float16)
@@ -144,7 +145,7 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = "910") -> dict:
         t = activation_tiling(x.size, x.dtype, act, chip)
         _, tr = launch_activation(x, t, chip, "timing")
         vec = int(np.sum((tr.core == 0) & (tr.pipe == int(Pipe.V)) & (tr.kind == 0)))
-        tiles = -(-t.block_factor // t.tile)
+        tiles = ceil_div(t.block_factor, t.tile)
         out[form] = {"cycles": int(tr.cycles), "vector_per_tile": vec / tiles,
                      "vec_ratio": tr.pipe_ratios(0)["vec_ratio"]}
     return out
@@ -174,7 +175,7 @@ def vector_time(trace, core: int = 0) -> dict:
             "other": row["span"] - row["busy"] - sum(parts.values())}
 
 
-def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = "910") -> dict:
+def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = DEFAULT_CHIP) -> dict:
     """fp16 LayerNorm at ``shape`` in timing mode, one tile in the vector unit at a time
     (``in_flight=1``) and with the tiles interleaved as the package's tiling does by default:
     cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and

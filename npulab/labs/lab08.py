@@ -30,6 +30,7 @@ from ..lang import (A1, PIPE_FIX, PIPE_MTE2, Pipe, TBuf, data_copy_pad, fixpipe,
                     get_block_num, launch, set_flag, wait_flag)
 from .. import lang
 from ..ops.registry import dispatch
+from ..arch import round_up
 
 SEED = 0
 CHIP = "910"
@@ -190,7 +191,7 @@ def epilogue_kernel(epilogue):
         pipe = Pipe()
         sched = BlockScheduler(t)
         block_mmad = BlockMmad(pipe, t)
-        slot_bytes = F.round_up(t.tile_n * 4, 32)
+        slot_bytes = round_up(t.tile_n * 4, 32)
         bias_l1 = TBuf(A1, "bias_l1")
         pipe.init_buffer(bias_l1, slot_bytes * BIAS_SLOTS)
         used = [False] * BIAS_SLOTS

@@ -39,14 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import formats as F
+from ..arch import BLOCK_BYTES, FRACTAL_ROWS, round_up
 from ..errors import ShapeError
+from ..sim.cost import copy_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .cube import drain
 from .tensor import GlobalTensor, LocalTensor
-
-FRACTAL = F.FRACTAL_ROWS
-BLOCK = 32                     # bytes: every DMA burst moves whole 32-byte blocks
 
 _MTE1, _MTE2, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Kind.WORK)
 
@@ -80,9 +79,9 @@ def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, blo
         raise ShapeError(f"{what}: block_count={cnt}, block_len={ln}, src_stride={ss}, dst_stride={ds}: "
                          f"need positive counts and strides of at least block_len")
     item = dst.itemsize
-    if (ln * item) % BLOCK or (ds * item) % BLOCK:
+    if (ln * item) % BLOCK_BYTES or (ds * item) % BLOCK_BYTES:
         raise ShapeError(f"{what}: a burst of {ln} x {dst.dtype} ({ln * item} B) and a destination "
-                         f"stride of {ds * item} B must be whole {BLOCK}-byte blocks")
+                         f"stride of {ds * item} B must be whole {BLOCK_BYTES}-byte blocks")
     span_src, span_dst = (cnt - 1) * ss + ln, (cnt - 1) * ds + ln
     if span_src > src.size:
         raise ShapeError(f"{what}: the bursts reach {span_src} elements past {src!r}, which holds {src.size}")
@@ -96,9 +95,8 @@ def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, blo
         d = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(cnt, ln), strides=(ds * item, item))
         d[...] = s
     moved = cnt * ln * item
-    e = dev.chip.energy
     lvl = dst.buffer.name
-    dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
+    dur, lat = dev.cost.copy(Pipe.MTE2, moved, True)
     if dev.check_races and ds > ln and cnt > 1:   # the bursts only, not the gaps between them
         b0 = dst.offset
         writes = [(dst.buffer.name, b0 + j * ds * item, b0 + (j * ds + ln) * item) for j in range(cnt)]
@@ -106,7 +104,7 @@ def data_copy_strided(dst: LocalTensor, src: GlobalTensor, block_count: int, blo
         writes = [dst.byte_range(span_dst)]
     i = core.issue(_MTE2, _WORK, int(Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB), dur, lat=lat,
                    name=f"{what} {cnt}x{ln} GM->{lvl}", nbytes=moved,
-                   energy=(e.gm_byte_pj + (e.l1_byte_pj if lvl == "L1" else e.ub_byte_pj)) * moved,
+                   energy=copy_energy_pj(dev.chip, "GM", lvl, moved),
                    route=f"GM->{lvl}",
                    reads=[(f"GM:{src.name}", src.offset * item, (src.offset + span_src) * item)],
                    writes=writes)
@@ -249,11 +247,11 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
     if m < 1 or k < 1 or m_start < 0 or k_start < 0 or k_start % c0:
         raise ShapeError(f"{what}: m={m}, k={k}, m_start={m_start}, k_start={k_start}: need positive "
                          f"sizes and k_start a multiple of C0={c0}")
-    k_all = F.round_up(fm.geom.taps * fm.c0, c0) if c04 else fm.c1 * fm.geom.taps * c0
+    k_all = round_up(fm.geom.taps * fm.c0, c0) if c04 else fm.c1 * fm.geom.taps * c0
     if k_start + k > k_all:
         raise ShapeError(f"{what}: columns {k_start}..{k_start + k} pass the slab's "
                          f"{fm.c1} x {fm.geom.taps} x {fm.c0} taps ({k_all} columns)")
-    need = F.round_up(m, FRACTAL) * F.round_up(k, c0)
+    need = round_up(m, FRACTAL_ROWS) * round_up(k, c0)
     if need > dst.size:
         raise ShapeError(f"{what}: an {m} x {k} img2col window takes {need} elements "
                          f"({need * dt.itemsize} B) in ZZ; '{dst.owner}' holds {dst.size}")
@@ -267,12 +265,11 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
         flat, valid = _img2col_index(fm, m_start, m, k_start, k)
         slab = src.numpy()
         vals = np.where(valid, slab[flat], np.zeros((), dt))
-        F.pack_into(vals, dst.numpy()[:need], FRACTAL, c0, False, False)
+        F.pack_into(vals, dst.numpy()[:need], FRACTAL_ROWS, c0, False, False)
     c1a = min(fm.c1 - 1, k_start // (fm.geom.taps * fm.c0))
     c1b = min(fm.c1, (k_start + k - 1) // (fm.geom.taps * fm.c0) + 1)
     nbytes = need * item
-    e = dev.chip.energy
-    dur, lat = dev.copy_cost(Pipe.MTE1, nbytes, False)
+    dur, lat = dev.cost.copy(Pipe.MTE1, nbytes, False)
     reads = [("L1", src.offset + c1a * fm.c1_elems * item, src.offset + c1b * fm.c1_elems * item)]
     if dev.check_races:                    # the rows this window reads in each channel block
         span = _read_span(fm, m_start, m)
@@ -281,7 +278,7 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
                       src.offset + (c * fm.c1_elems + span[1]) * item) for c in range(c1a, c1b)]
     core.issue(_MTE1, _WORK, int(Op.COPY_L1_TO_L0A), dur, lat=lat,
                name=f"{what} {m}x{k} L1->L0A", nbytes=nbytes,
-               energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route="L1->L0A",
+               energy=copy_energy_pj(dev.chip, "L1", "L0A", nbytes), route="L1->L0A",
                reads=reads, writes=[("L0A", dst.offset, dst.offset + nbytes)])
 
 

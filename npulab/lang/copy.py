@@ -8,13 +8,13 @@ any element count, padding the on-chip side to the next block.
 from __future__ import annotations
 
 
+from ..arch import BLOCK_BYTES, round_up
 from ..errors import AlignmentError, ShapeError
+from ..sim.cost import copy_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .sync import vector_hazard
 from .tensor import GlobalTensor, LocalTensor, as_whole
-
-BLOCK = 32  # bytes: the unit every DMA moves
 
 _ROUTES = {  # (src level, dst level) -> (pipe, opcode)
     ("GM", "UB"): (Pipe.MTE2, Op.COPY_GM_TO_UB),
@@ -27,12 +27,6 @@ _ROUTES = {  # (src level, dst level) -> (pipe, opcode)
 
 def _level(t) -> str:
     return "GM" if isinstance(t, GlobalTensor) else t.buffer.name
-
-
-def _energy_pj(chip, level: str, nbytes: int) -> float:
-    e = chip.energy
-    per = {"GM": e.gm_byte_pj, "L1": e.l1_byte_pj, "UB": e.ub_byte_pj}.get(level, e.l0_byte_pj)
-    return per * nbytes
 
 
 def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
@@ -51,12 +45,12 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
                          f"(use cast on the vector unit)")
     count = as_whole(count, what, positive=True)
     nbytes = count * src.itemsize
-    if not padded and nbytes % BLOCK:
+    if not padded and nbytes % BLOCK_BYTES:
         raise AlignmentError(
             f"{what}: {count} elements of {src.dtype} are {nbytes} bytes, not a multiple of the "
-            f"{BLOCK}-byte block a DMA moves. Fix: copy a multiple of {BLOCK // src.itemsize} "
+            f"{BLOCK_BYTES}-byte block a DMA moves. Fix: copy a multiple of {BLOCK_BYTES // src.itemsize} "
             f"elements, or use data_copy_pad for the tail.")
-    moved = -(-nbytes // BLOCK) * BLOCK           # DMAs move whole blocks
+    moved = round_up(nbytes, BLOCK_BYTES)           # DMAs move whole blocks
     local = dst if isinstance(dst, LocalTensor) else src
     room = local.nbytes if padded and local is dst else local.size * local.itemsize
     if (moved if local is dst else nbytes) > room:
@@ -69,8 +63,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     touches_gm = "GM" in route
     # a DMA occupies its pipe for the transfer and is in flight for its start-up latency; a
     # UB -> UB copy runs on the vector pipe, pipelined as a vector instruction (lang.vector)
-    dur, lat = dev.copy_cost(pipe, moved, touches_gm) if pipe != Pipe.V else \
-        (-(-moved // dev.chip.vector.bytes_per_cycle), dev.chip.vector.startup_cycles)
+    dur, lat = dev.cost.copy(pipe, moved, touches_gm) if pipe != Pipe.V else dev.cost.ub_copy(moved)
     # numerics, in program order
     if dev.functional:
         s, d = src.numpy(), dst.numpy(write=True) if route[1] == "GM" else dst.numpy()
@@ -82,7 +75,7 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
     if pipe == Pipe.V:
         vector_hazard(core, [src.byte_range(count)], [dst.byte_range(wcount)])
     i = core.issue(pipe, Kind.WORK, op, dur, name=f"{what} {route[0]}->{route[1]} {nbytes} B",
-               nbytes=nbytes, energy=_energy_pj(dev.chip, route[0], moved) + _energy_pj(dev.chip, route[1], moved),
+               nbytes=nbytes, energy=copy_energy_pj(dev.chip, route[0], route[1], moved),
                route=f"{route[0]}->{route[1]}",
                reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)], lat=lat)
     if route[0] == "GM":

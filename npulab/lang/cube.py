@@ -25,22 +25,20 @@ reads the L0C tile, so a K loop costs one BLAS call instead of one per step.
 """
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
 
 from .. import formats as F
+from ..arch import ACC_DTYPE, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
 from ..errors import AlignmentError, ShapeError
+from ..sim.cost import copy_energy_pj, mac_energy_pj, mmad_cost
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
-from .tensor import GlobalTensor, LocalTensor
+from .tensor import DTYPES, GlobalTensor, LocalTensor
 
-MAX_MNK = 4095                 # Mmad.md: m, n, k <= 4095
 L0C_OUTPUT_ALIGN = 1024        # Mmad.md: an mmad output starts 1024-byte aligned in L0C
-FRACTAL = F.FRACTAL_ROWS       # 16
-_ACC = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
-        np.dtype(np.int8): np.dtype(np.int32)}
-_FP32_RATE = 0.5               # chosen: fp32 runs 16x16x8 fractals at half the fp16 MAC rate
 
 
 # the moves each instruction makes, called without the formats module's wrapper (a Python
@@ -48,15 +46,11 @@ _FP32_RATE = 0.5               # chosen: fp32 runs 16x16x8 fractals at half the 
 _pack_nz, _nz_window = F.direct(F.pack_nz_buffers), F.direct(F.nz_window_buffers)
 _unpack_f16 = F.direct(F.unpack_f16_buffer)
 _F16, _I8 = np.dtype(np.float16), np.dtype(np.int8)
-_C0 = {np.dtype(t): 32 // np.dtype(t).itemsize for t in (np.float16, np.float32, np.int8, np.int32,
-                                                         np.uint8, np.int16)}
+_C0 = {dt: c0_of(dt) for dt in DTYPES}          # looked up once per instruction
 _MTE1, _MTE2, _M, _FIX, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.M), int(Pipe.FIX), int(Kind.WORK)
 _OP_L0A, _OP_L0B, _OP_MMAD = int(Op.COPY_L1_TO_L0A), int(Op.COPY_L1_TO_L0B), int(Op.MMAD)
 _OP_GM_L1, _OP_FIX = int(Op.COPY_GM_TO_L1), int(Op.FIXPIPE)
 
-
-def _r16(x: int) -> int:
-    return -(-x // FRACTAL) * FRACTAL
 
 
 def _gm_view(g: GlobalTensor, rows: int, cols: int, stride: int) -> np.ndarray | None:
@@ -103,7 +97,7 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
     if src.dtype != dst.dtype:
         raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert")
     c0 = F.c0_of(dst.dtype)
-    need = -(-cols // c0) * _r16(rows) * c0
+    need = ceil_div(cols, c0) * round_up(rows, FRACTAL_ROWS) * c0
     if need > dst.size:
         raise ShapeError(f"{what}: {rows} x {cols} in NZ takes {need} elements "
                          f"({need * dst.itemsize} B) with padding; '{dst.owner}' holds {dst.size}")
@@ -117,12 +111,11 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
             _pack_nz(src.root._data, src.offset, rows, cols, stride, dst.buffer.array(), dst.offset, c0)
         except ValueError as exc:
             raise ShapeError(str(exc)) from None
-    moved = rows * (-(-cols * dst.itemsize // 32) * 32)           # whole 32-byte blocks per row
-    e = dev.chip.energy
-    dur, lat = dev.copy_cost(Pipe.MTE2, moved, True)
+    moved = rows * (round_up(cols * dst.itemsize, 32))           # whole 32-byte blocks per row
+    dur, lat = dev.cost.copy(Pipe.MTE2, moved, True)
     i = core.issue(Pipe.MTE2, Kind.WORK, Op.COPY_GM_TO_L1, dur, lat=lat,
                    name=f"{what} {rows}x{cols} GM->L1", nbytes=moved,
-                   energy=(e.gm_byte_pj + e.l1_byte_pj) * moved, route="GM->L1",
+                   energy=copy_energy_pj(dev.chip, "GM", "L1", moved), route="GM->L1",
                    reads=[(f"GM:{src.name}", src.offset * src.itemsize, (src.offset + span) * src.itemsize)],
                    writes=[dst.byte_range(need)])
     dev.gm.read(core, i, moved, (src.name, src.offset, rows, cols, stride))
@@ -179,12 +172,12 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
     if rows < 1 or cols < 1 or row_off < 0 or col_off < 0:
         raise ShapeError(f"{what}: rows={rows}, cols={cols}, row_off={row_off}, col_off={col_off} "
                          f"must be positive sizes and non-negative offsets")
-    if src_rows % FRACTAL:
-        raise ShapeError(f"{what}: src_rows={src_rows} must be a multiple of {FRACTAL} (NZ pads rows)")
+    if src_rows % FRACTAL_ROWS:
+        raise ShapeError(f"{what}: src_rows={src_rows} must be a multiple of {FRACTAL_ROWS} (NZ pads rows)")
     c0 = _C0[dt]
     zz = dname == "L0A"
-    fr, fc = (FRACTAL, c0) if zz else (c0, FRACTAL)
-    need = -(-rows // fr) * fr * -(-cols // fc) * fc
+    fr, fc = (FRACTAL_ROWS, c0) if zz else (c0, FRACTAL_ROWS)
+    need = round_up(rows, fr) * round_up(cols, fc)
     if need > dst.size:
         raise ShapeError(f"{what}: a {rows} x {cols} operand in {'ZZ' if zz else 'ZN'} takes {need} "
                          f"elements ({need * dt.itemsize} B) with padding; '{dst.owner}' holds {dst.size}")
@@ -193,18 +186,17 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
     if s_r0 + s_rows > src_rows:
         raise ShapeError(f"{what}: rows {s_r0}..{s_r0 + s_rows} of the L1 tile are past its "
                          f"{src_rows} rows")
-    c1a, c1b = s_c0 // c0, -(-(s_c0 + s_cols) // c0)
+    c1a, c1b = s_c0 // c0, ceil_div(s_c0 + s_cols, c0)
     if c1b * src_rows * c0 > src.size:
         raise ShapeError(f"{what}: columns {s_c0}..{s_c0 + s_cols} of the L1 tile ({src_rows} rows) "
                          f"reach past '{src.owner}' ({src.size} elements)")
     item = dt.itemsize
     nbytes = need * item
-    e = dev.chip.energy
     lo = src.offset + c1a * src_rows * c0 * item
-    dur, lat = dev.copy_cost(Pipe.MTE1, nbytes, False)
+    dur, lat = dev.cost.copy(Pipe.MTE1, nbytes, False)
     issue_args = (_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dur)
     issue_kw = dict(name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}", lat=lat,
-                    nbytes=nbytes, energy=(e.l1_byte_pj + e.l0_byte_pj) * nbytes, route=f"L1->{dname}",
+                    nbytes=nbytes, energy=copy_energy_pj(dev.chip, "L1", dname, nbytes), route=f"L1->{dname}",
                     reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
                     writes=[(dname, dst.offset, dst.offset + nbytes)])
     # the move's arguments (formats.nz_window_buffers) but for the two byte arrays
@@ -214,44 +206,6 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
 
 
 # -- the cube ----------------------------------------------------------------------------------
-def macs_per_cycle(chip, dtype) -> float:
-    """The cube's MACs a cycle for an input dtype (fp32: half the fp16 rate, chosen)."""
-    item = np.dtype(dtype).itemsize
-    return {1: chip.cube.macs_per_cycle_int8, 2: chip.cube.macs_per_cycle_fp16,
-            4: chip.cube.macs_per_cycle_fp16 * _FP32_RATE}[item]
-
-
-# Back-to-back mmads pipeline in the cube; FACTS (Mmad.md): two back-to-back mmads into the same
-# L0C need a PIPE_M barrier when (m/16)(n/16) < 10, i.e. a tile of fewer fractals is still in the
-# pipeline when the next mmad would read it.
-PIPELINED_FRACTALS = 10
-
-
-def mmad_cost(chip, m: int, n: int, k: int, dtype) -> tuple[int, int]:
-    """``(dur, lat)`` of one mmad: the cube is busy one fractal step per 16 x 16 x K0 block (K0 =
-    32 bytes of the input dtype, a step taking 16*16*K0 / MACs-per-cycle cycles, 1 on the DaVinci
-    cube) and the result is ready after the cube's pipeline start-up more.
-
-    The start-up is latency, not occupancy, as for copies (:mod:`npulab.sim.timeline`): the next
-    mmad streams its fractals while this one drains, when its tile has at least
-    :data:`PIPELINED_FRACTALS` fractals (``ceil(m/16) * ceil(n/16)``). A smaller tile is
-    charged its start-up as occupancy: the barrier Mmad.md asks for between two such mmads
-    waits for it, so they cannot overlap."""
-    dt = np.dtype(dtype)
-    k0 = _C0[dt]
-    fractals = -(-m // FRACTAL) * -(-n // FRACTAL)
-    steps = fractals * -(-k // k0)
-    per_step = FRACTAL * FRACTAL * k0 / macs_per_cycle(chip, dt)
-    busy = int(-(-(steps * per_step) // 1))
-    startup = int(chip.cube.startup_cycles)
-    return (busy, startup) if fractals >= PIPELINED_FRACTALS else (busy + startup, 0)
-
-
-def mmad_cycles(chip, m: int, n: int, k: int, dtype) -> int:
-    """Cycles from one mmad's start to its result (``dur + lat`` of :func:`mmad_cost`)."""
-    return sum(mmad_cost(chip, m, n, k, dtype))
-
-
 def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, *,
          init: bool = True) -> None:
     """L0C (m, n) = A (m, k) x B (k, n) when ``init`` (Ascend C ``cmatrixInitVal = true``),
@@ -290,7 +244,7 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
     if not (0 < m <= MAX_MNK and 0 < n <= MAX_MNK and 0 < k <= MAX_MNK):
         _dims(what, m=m, n=n, k=k)
     dt = a.dtype
-    acc = _ACC.get(dt)
+    acc = ACC_DTYPE.get(dt)
     if b.dtype != dt or acc is None:
         raise ShapeError(f"{what}: a is {a.dtype} and b is {b.dtype}; the cube takes float16, "
                          f"int8 or float32 operands of one dtype")
@@ -301,8 +255,8 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
                              f"{L0C_OUTPUT_ALIGN}-byte aligned (Mmad.md). Fix: start it at a multiple "
                              f"of {L0C_OUTPUT_ALIGN} B.")
     k0 = _C0[dt]
-    m1, n1, k1 = -(-m // FRACTAL), -(-n // FRACTAL), -(-k // k0)
-    a_n, b_n, c_n = m1 * k1 * FRACTAL * k0, k1 * n1 * FRACTAL * k0, m1 * n1 * FRACTAL * FRACTAL
+    m1, n1, k1 = ceil_div(m, FRACTAL_ROWS), ceil_div(n, FRACTAL_ROWS), ceil_div(k, k0)
+    a_n, b_n, c_n = m1 * k1 * FRACTAL_ROWS * k0, k1 * n1 * FRACTAL_ROWS * k0, m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS
     if a_n > a.size or b_n > b.size or c_n > dst.size:
         for t, need, name in ((a, a_n, "a"), (b, b_n, "b"), (dst, c_n, "dst")):
             if need > t.size:
@@ -310,7 +264,6 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
                                  f"({need * t.itemsize} B with padding); '{t.owner}' holds {t.size}")
     chip = dev.chip
     macs = m * n * k
-    pj = chip.energy.mac_int8_pj if k0 == 32 else chip.energy.mac_fp16_pj
     reads = [(a.buffer.name, a.offset, a.offset + a_n * a.itemsize),
              (b.buffer.name, b.offset, b.offset + b_n * b.itemsize)]
     c_range = ("L0C", dst.offset, dst.offset + c_n * 4)
@@ -319,7 +272,7 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
     dur, lat = mmad_cost(chip, m, n, k, dt)
     issue_args = (_M, _WORK, _OP_MMAD, dur)
     issue_kw = dict(name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
-                    energy=pj * macs, reads=reads, writes=[c_range], lat=lat)
+                    energy=mac_energy_pj(chip, dt) * macs, reads=reads, writes=[c_range], lat=lat)
     return m1, n1, k1, k0, acc, issue_args, issue_kw
 
 
@@ -347,7 +300,7 @@ class _Chain:
         old = store.pop((m1, n1, wide), None)
         if old is None:
             cap = max(4 * k, 256)
-            old = (np.empty((m1 * FRACTAL, cap), dtype=wide), np.empty((cap, n1 * FRACTAL), dtype=wide))
+            old = (np.empty((m1 * FRACTAL_ROWS, cap), dtype=wide), np.empty((cap, n1 * FRACTAL_ROWS), dtype=wide))
         self.a, self.b = old
         self.used = 0
 
@@ -406,10 +359,10 @@ def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
         prod = _product(c.a[:, :u], c.b[:u])
         _CHAIN_STORE[(c.m1, c.n1, c.a.dtype.type)] = (c.a, c.b)
         exact_int = c.a.dtype == np.float64
-        n1, m16 = c.n1, c.m1 * FRACTAL
+        n1, m16 = c.n1, c.m1 * FRACTAL_ROWS
         view = buffer.data[c.lo:c.hi].view(np.int32 if exact_int else np.float32)
-        out = view.reshape(n1, m16, FRACTAL)
-        src = prod.reshape(m16, n1, FRACTAL).transpose(1, 0, 2)
+        out = view.reshape(n1, m16, FRACTAL_ROWS)
+        src = prod.reshape(m16, n1, FRACTAL_ROWS).transpose(1, 0, 2)
         if c.init:
             np.copyto(out, src, casting="unsafe")
         elif exact_int:
@@ -423,7 +376,7 @@ def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
     a new chain starts on ``init`` or when the tile's geometry changes."""
     buf = dst.buffer
     chains = _chains(buf)
-    lo, hi = dst.offset, dst.offset + m1 * n1 * FRACTAL * FRACTAL * 4
+    lo, hi = dst.offset, dst.offset + m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS * 4
     chain = chains.get(lo)
     dt = a.dtype
     if init or chain is None or chain.hi != hi or chain.m1 != m1:
@@ -435,18 +388,18 @@ def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
     u = chain.room(k)
     if dt == _F16:                         # the hot case: one widening pass each, in Cython
         try:
-            _unpack_f16(a.buffer.array(), a.offset, chain.a, 0, m1 * FRACTAL, u, k, FRACTAL, k0, False,
+            _unpack_f16(a.buffer.array(), a.offset, chain.a, 0, m1 * FRACTAL_ROWS, u, k, FRACTAL_ROWS, k0, False,
                         False)
             # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
-            _unpack_f16(b.buffer.array(), b.offset, chain.b, u, k, 0, n1 * FRACTAL, k0, FRACTAL, False,
+            _unpack_f16(b.buffer.array(), b.offset, chain.b, u, k, 0, n1 * FRACTAL_ROWS, k0, FRACTAL_ROWS, False,
                         True)
         except ValueError as exc:
             raise ShapeError(str(exc)) from None
     else:
-        az = a.numpy()[:m1 * k1 * FRACTAL * k0]
-        bz = b.numpy()[:k1 * n1 * FRACTAL * k0]
-        av = az.reshape(m1, k1, FRACTAL, k0).transpose(0, 2, 1, 3).reshape(m1 * FRACTAL, k1 * k0)
-        bv = bz.reshape(k1, n1, FRACTAL, k0).transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * FRACTAL)
+        az = a.numpy()[:m1 * k1 * FRACTAL_ROWS * k0]
+        bz = b.numpy()[:k1 * n1 * FRACTAL_ROWS * k0]
+        av = az.reshape(m1, k1, FRACTAL_ROWS, k0).transpose(0, 2, 1, 3).reshape(m1 * FRACTAL_ROWS, k1 * k0)
+        bv = bz.reshape(k1, n1, FRACTAL_ROWS, k0).transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * FRACTAL_ROWS)
         np.copyto(chain.a[:, u:u + k], av[:, :k], casting="unsafe")
         np.copyto(chain.b[u:u + k], bv[:k], casting="unsafe")
 
@@ -507,8 +460,8 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
     stride = n if dst_stride is None else int(dst_stride)
     if stride < n:
         raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
-    m1, n1 = -(-m // FRACTAL), -(-n // FRACTAL)
-    if m1 * n1 * FRACTAL * FRACTAL > src.size:
+    m1, n1 = ceil_div(m, FRACTAL_ROWS), ceil_div(n, FRACTAL_ROWS)
+    if m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS > src.size:
         raise ShapeError(f"{what}: an {m} x {n} result takes {m1 * n1 * 256} elements in L0C; "
                          f"'{src.owner}' holds {src.size}")
     span = (m - 1) * stride + n
@@ -518,8 +471,8 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
     ctx = current()
     dev, core = ctx.device, ctx.core
     if dev.functional and (not to_gm or dst.root._data is not None):
-        flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL * FRACTAL * 4)
-        z = src.numpy()[:m1 * n1 * FRACTAL * FRACTAL]
+        flush_l0c(src.buffer, src.offset, src.offset + m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS * 4)
+        z = src.numpy()[:m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS]
         if to_gm:
             out = _gm_view(dst, m, n, stride)
         else:
@@ -529,7 +482,7 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
         if not (acc == np.float32 and dst.dtype == np.float16 and scale is None and offset is None and
                 F.drain_nz_f32_to_f16(z, m, n, out, None if bias is None else bias.numpy()[:n], relu)):
             res = np.empty((m, n), dtype=acc)
-            F.unpack_into(z, res, FRACTAL, FRACTAL, True, False)
+            F.unpack_into(z, res, FRACTAL_ROWS, FRACTAL_ROWS, True, False)
             if bias is not None:
                 res += bias.numpy()[:n]
             if scale is not None:
@@ -543,19 +496,19 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
     nbytes = m * n * dst.itemsize
     level = "GM" if to_gm else dst.buffer.name
     e = dev.chip.energy
-    reads = [src.byte_range(m1 * n1 * FRACTAL * FRACTAL)] + [v.byte_range(n) for v in vecs]
+    reads = [src.byte_range(m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS)] + [v.byte_range(n) for v in vecs]
     wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
         else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)
     tag = "".join(t for t, on in ((" bias", bias is not None), (" scale", scale is not None),
                                   (" offset", offset is not None), (" relu", relu)) if on)
-    dur, lat = dev.copy_cost(Pipe.FIX, nbytes, to_gm)
+    dur, lat = dev.cost.copy(Pipe.FIX, nbytes, to_gm)
     i = core.issue(Pipe.FIX, Kind.WORK, Op.FIXPIPE, dur, lat=lat,
                    name=f"fixpipe {m}x{n} L0C->{level}{tag}", nbytes=nbytes,
-                   energy=(e.l0_byte_pj + (e.gm_byte_pj if to_gm else e.ub_byte_pj)) * nbytes,
+                   energy=copy_energy_pj(dev.chip, "L0C", level, nbytes),
                    route=f"L0C->{level}", reads=reads, writes=[wr])
     if to_gm:
         it = dst.itemsize
         dev.gm.write(core, i, Pipe.FIX, nbytes, (f"GM:{dst.name}", dst.offset * it, n * it, stride * it, m))
 
 
-__all__ = ["data_copy_nd2nz", "load_data", "mmad", "mmad_cycles", "macs_per_cycle", "fixpipe", "MAX_MNK"]
+__all__ = ["data_copy_nd2nz", "load_data", "mmad", "fixpipe"]

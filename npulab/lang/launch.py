@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..sim.device import DEFAULT_BUDGET, Device
 from ..formats import deferred_moves
 from ..sim.trace import Trace
@@ -35,7 +36,7 @@ class LaunchResult(NamedTuple):
 MAX_BLOCK_DIM = 65535
 
 
-def launch(kernel, block_dim: int, *args, chip="910", mode: str = "functional",
+def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
            scheduler: str = "cython", core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
     """Run ``kernel(*args)`` on ``block_dim`` blocks.

@@ -23,6 +23,7 @@ from ..sim.isa import Pipe as HwPipe
 from ..sim.memory import AllocRecord
 from .context import current
 from .tensor import LocalTensor, Position, as_dtype, as_whole
+from ..arch import round_up
 
 _counter = {"queue": 0, "tbuf": 0}
 _WORK, _SET, _WAIT = int(Kind.WORK), int(Kind.SET), int(Kind.WAIT)
@@ -280,7 +281,7 @@ class Pipe:
         if isinstance(queue, TBuf):
             buf = self.core.buffers[queue.position.buffer]
             queue.offset = buf.reserve(nbytes, queue.name)
-            queue.buffer, queue.nbytes = buf, -(-nbytes // buf.align) * buf.align
+            queue.buffer, queue.nbytes = buf, round_up(nbytes, buf.align)
             i = self.core.issue(HwPipe.V, Kind.WORK, Op.MARK, name=f"init_buffer {queue.name}")
             buf.log.append(AllocRecord(buf.name, queue.name, queue.offset, queue.nbytes, i))
             return
@@ -290,7 +291,7 @@ class Pipe:
         if buffer_num < 1:
             raise ShapeError(f"init_buffer({queue.name}): buffer_num must be at least 1, got {buffer_num}")
         buf = self.core.buffers[queue.position.buffer]
-        slot = -(-nbytes // buf.align) * buf.align
+        slot = round_up(nbytes, buf.align)
         offset = buf.reserve(slot * buffer_num, queue.name)
         queue._setup(self.core, buf, offset, buffer_num, slot)
         self.queues.append(queue)

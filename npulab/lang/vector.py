@@ -29,10 +29,12 @@ import builtins
 import numpy as np
 
 from ..errors import ShapeError
+from ..sim.cost import vector_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .sync import vector_hazard
 from .tensor import LocalTensor, as_whole
+from ..arch import ceil_div, round_up
 
 _UB = "UB"
 
@@ -67,8 +69,8 @@ def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
     per_instr = per_repeat * vec.max_repeat
     for lo in range(0, count, per_instr):
         n = builtins.min(per_instr, count - lo)
-        repeats = -(-n // per_repeat)
-        dur = repeats * cycles_per_repeat * builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle)
+        repeats = ceil_div(n, per_repeat)
+        dur, lat = ctx.device.cost.vector(repeats, cycles_per_repeat)
         nbytes = n * itemsize
         reads = [(s.buffer.name, s.offset + lo * s.itemsize, s.offset + (lo + n) * s.itemsize) for s in srcs]
         if partials:
@@ -80,8 +82,8 @@ def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
         vector_hazard(ctx.core, reads, writes)
         ctx.core.issue(Pipe.V, Kind.WORK, op, dur, name=f"{what} {n}",
                        nbytes=nbytes, flops=n * flops_per_elem,
-                       energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
-                       reads=reads, writes=writes, lat=vec.startup_cycles)
+                       energy=vector_energy_pj(chip, nbytes, len(srcs) + 1),
+                       reads=reads, writes=writes, lat=lat)
 
 
 def _functional() -> bool:
@@ -207,7 +209,7 @@ def _reduce(what, fn):
         if dst.dtype != src.dtype:
             raise ShapeError(f"{what}: dst is {dst.dtype} and src {src.dtype}; they must match (cast first)")
         per_repeat = current().device.chip.vector.repeat_bytes // src.itemsize
-        parts = -(-n // per_repeat)
+        parts = ceil_div(n, per_repeat)
         if parts > dst.size:
             raise ShapeError(f"{what}: dst '{dst.owner}' holds {dst.size} elements of {dst.dtype}, and the "
                              f"first pass writes one partial a repeat there: {parts} for count {n} "
@@ -264,16 +266,15 @@ def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int,
     chip = ctx.device.chip
     vec = chip.vector
     per_repeat = vec.repeat_bytes // itemsize
-    chunks = -(-cols // per_repeat)
-    rep = builtins.max(1, vec.repeat_bytes // vec.bytes_per_cycle) * cycles_per_repeat
+    chunks = ceil_div(cols, per_repeat)
+    rep, lat = ctx.device.cost.vector(1, cycles_per_repeat)
     src_stride = stride if src_stride is None else src_stride
     span = (rows - 1) * stride + cols
     src_span = (rows - 1) * src_stride + cols
     # occupancy: extra_cycles (a reduction's adder-tree fold) + the repeats; the start-up is
     # latency (see the module docstring). ``start`` is what one instruction costs alone, to
     # pick the form with the fewest cycles.
-    start = vec.startup_cycles + extra_cycles
-    lat = vec.startup_cycles
+    start = lat + extra_cycles
     reads = [(s.buffer.name, s.offset, s.offset + builtins.min(s.size, src_span) * s.itemsize) for s in srcs]
     hi = dst.offset + (span if dst_rows else rows) * dst.itemsize
     writes = [(dst.buffer.name, dst.offset, builtins.min(hi, dst.offset + dst.nbytes))]
@@ -285,7 +286,7 @@ def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int,
         nbytes = n * itemsize
         ctx.core.issue(Pipe.V, Kind.WORK, op, extra_cycles + repeats * rep,
                        name=f"{what} {rows}x{cols}", nbytes=nbytes, flops=n * flops_per_elem,
-                       energy=chip.energy.vector_byte_pj * nbytes * (len(srcs) + 1),
+                       energy=vector_energy_pj(chip, nbytes, len(srcs) + 1),
                        reads=reads, writes=writes, lat=lat)
 
     if stride == cols == src_stride and cols % per_repeat == 0 and contiguous:
@@ -296,7 +297,7 @@ def _issue_rows(what: str, op: Op, dst: LocalTensor, srcs, rows: int, cols: int,
             one(rr, rr * per_repeat)
         return
     aligned = (stride * itemsize) % 32 == 0 and (src_stride * itemsize) % 32 == 0
-    by_chunk = aligned and chunks * -(-rows // vec.max_repeat) <= rows
+    by_chunk = aligned and chunks * ceil_div(rows, vec.max_repeat) <= rows
     if by_chunk:        # one instruction a column chunk, a repeat a row
         plan = [(rr, rr * builtins.min(per_repeat, cols - c * per_repeat)) for c in range(chunks)
                 for rr in _split(rows, vec.max_repeat)]
@@ -373,13 +374,13 @@ def _reduce_rows(what, fn, ascend):
         fold = int(np.log2(per_repeat))
         _issue_rows(what, Op.VEC_REDUCE, dst, [src], rows, cols, stride, src.itemsize,
                     extra_cycles=fold, dst_rows=False, contiguous=True)
-        parts = -(-cols // per_repeat)
+        parts = ceil_div(cols, per_repeat)
         while parts > 1:
             yield
             _issue_rows(what + " partials", Op.VEC_REDUCE, dst, [dst], rows, parts, parts if parts *
-                        src.itemsize % 32 == 0 else -(-parts * src.itemsize // 32) * 32 // src.itemsize,
+                        src.itemsize % 32 == 0 else round_up(parts * src.itemsize, 32) // src.itemsize,
                         src.itemsize, extra_cycles=fold, dst_rows=False)
-            parts = -(-parts // per_repeat)
+            parts = ceil_div(parts, per_repeat)
         yield
     return _with_steps(steps, what,
                        f"dst[r] = {fn.__name__} of src[r * stride: r * stride + cols] for r < rows (Ascend C "
@@ -528,7 +529,7 @@ def fused_mul_add_const(dst: LocalTensor, src: LocalTensor, consts: LocalTensor,
     if _functional():
         d = dst.numpy()
         k = builtins.min(n, per_repeat)
-        c = np.tile(consts.numpy()[:k], -(-n // k))[:n]
+        c = np.tile(consts.numpy()[:k], ceil_div(n, k))[:n]
         d[:n] = _fma_numpy(src.numpy()[:n], d[:n], c)
     _issue("fused_mul_add", Op.VEC_BINARY, dst, [src, consts, dst], n, dst.itemsize, flops_per_elem=2)
 

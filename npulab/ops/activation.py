@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.activation import activation_tiling, launch_activation
 from ..kernels.norm import check_float
@@ -93,19 +94,19 @@ def _out(y, trace, return_trace):
     return (y, trace) if return_trace else y
 
 
-def relu(input, *, chip="910", return_trace: bool = False):
+def relu(input, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.relu``: max(x, 0), float16 or float32, any shape."""
     y, trace = dispatch("Relu", np.asarray(input), chip=chip)
     return _out(y, trace, return_trace)
 
 
-def silu(input, *, chip="910", return_trace: bool = False):
+def silu(input, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.silu``: x * sigmoid(x) = x / (1 + exp(-x))."""
     y, trace = dispatch("Swish", np.asarray(input), chip=chip)
     return _out(y, trace, return_trace)
 
 
-def gelu(input, approximate: str = "none", *, chip="910", return_trace: bool = False):
+def gelu(input, approximate: str = "none", *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.gelu``: x * Phi(x) with ``approximate="none"`` (exact form:
     relu(x) - |x| (1 - Phi(|x|)), the normal tail as exp of a fitted polynomial, within the
     tolerance table) or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with
@@ -115,7 +116,7 @@ def gelu(input, approximate: str = "none", *, chip="910", return_trace: bool = F
     return _out(y, trace, return_trace)
 
 
-def softmax(input, dim: int, *, chip="910", return_trace: bool = False):
+def softmax(input, dim: int, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.softmax`` along ``dim`` (any axis, negative counts from the end),
     computed as exp(x - max) / sum(exp(x - max)). A 0-d input is one value (dim 0 or -1): 1.0."""
     x = np.asarray(input)

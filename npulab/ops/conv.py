@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.conv import conv_output_size, make_problem, run_conv
 from ..kernels.conv_tiling import ACC_DTYPE, SUPPORTED, ConvTiling, default_tiling
@@ -286,7 +287,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, wha
     return (y, trace) if return_trace else y
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip="910",
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip=DEFAULT_CHIP,
            scale=None, out_dtype=None, relu: bool = False, tiling=None, return_trace: bool = False):
     """2-D convolution, as ``torch.nn.functional.conv2d``: input (N, Cin, H, W), weight
     (Cout, Cin / groups, kh, kw), bias (Cout,); padding an int, a pair, 'same' or 'valid'.
@@ -297,7 +298,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                     chip, scale, out_dtype, tiling, relu, return_trace)
 
 
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip="910",
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, chip=DEFAULT_CHIP,
            scale=None, out_dtype=None, relu: bool = False, tiling=None, return_trace: bool = False):
     """3-D convolution, as ``torch.nn.functional.conv3d``: input (N, Cin, D, H, W), weight
     (Cout, Cin / groups, kd, kh, kw). ``relu`` as in :func:`conv2d`. Returns (N, Cout, Do, Ho, Wo)."""
@@ -306,7 +307,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
-                     dilation=1, *, chip="910", scale=None, out_dtype=None,
+                     dilation=1, *, chip=DEFAULT_CHIP, scale=None, out_dtype=None,
                      return_trace: bool = False):
     """Transposed 2-D convolution, as ``torch.nn.functional.conv_transpose2d``: input
     (N, Cin, H, W), weight (Cin, Cout / groups, kh, kw). Output size (H - 1) x stride - 2 x
@@ -346,7 +347,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None,
                    bn_bias=None, eps: float = 1e-5, stride=1, padding=0, dilation=1, groups=1, *,
-                   relu: bool = True, chip="910", tiling=None, return_trace: bool = False):
+                   relu: bool = True, chip=DEFAULT_CHIP, tiling=None, return_trace: bool = False):
     """Fused Conv2d -> BatchNorm2d (inference, running statistics) -> ReLU in one kernel: the
     same as ``relu(batch_norm(conv2d(input, weight, bias, ...), running_mean, running_var,
     bn_weight, bn_bias, training=False, eps=eps))`` (without the relu when ``relu=False``). BN
@@ -378,7 +379,7 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
     return (y, trace) if return_trace else y
 
 
-def linear(input, weight, bias=None, *, activation: str | None = None, chip="910",
+def linear(input, weight, bias=None, *, activation: str | None = None, chip=DEFAULT_CHIP,
            return_trace: bool = False):
     """y = input @ weight.T + bias (+ ReLU), as ``torch.nn.functional.linear``: input (..., K),
     weight (N, K), bias (N,). Runs on the matmul templates (BatchMatMul with trans_b), bias and

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..kernels.broadcast import broadcast_tiling, check_broadcast, launch_broadcast
 from ..kernels.elementwise import add_tiling, check_add, launch_add
 from .registry import TensorSpec, dispatch, register
@@ -78,7 +79,7 @@ def _operands(x, y):
     return x, y
 
 
-def add(x, y, chip="910", *, buffer_num: int = 2, return_trace: bool = False):
+def add(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
     """z = x + y on the simulated NPU (both fp16 or both fp32; a Python number or 0-d array
     takes the other operand's dtype). Same shapes run the Add kernel; shapes that broadcast
     (numpy/torch rules) run AddBroadcast. With ``return_trace`` returns (z, trace)."""
@@ -88,7 +89,7 @@ def add(x, y, chip="910", *, buffer_num: int = 2, return_trace: bool = False):
     return (z, trace) if return_trace else z
 
 
-def mul(x, y, chip="910", *, buffer_num: int = 2, return_trace: bool = False):
+def mul(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
     """z = x * y with numpy/torch broadcasting (both fp16 or both fp32; a Python number or 0-d
     array takes the other operand's dtype). With ``return_trace`` returns (z, trace)."""
     x, y = _operands(x, y)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.matmul import run_matmul
 from ..kernels.matmul_tiling import (ACC_DTYPE, OUT_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
@@ -95,7 +96,7 @@ def _run(a3, b3, bias, trans_a, trans_b, chip, tiling, relu):
                     relu=bool(relu), tiling=tiling)
 
 
-def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip="910",
+def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip=DEFAULT_CHIP,
            relu: bool = False, tiling=None, return_trace: bool = False):
     """C = op(A) @ op(B) (+ bias) on the cube. op(X) = X.T when trans_X.
 
@@ -122,7 +123,7 @@ def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chi
     return (c[0], trace) if return_trace else c[0]
 
 
-def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip="910",
+def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chip=DEFAULT_CHIP,
                  relu: bool = False, tiling=None, return_trace: bool = False):
     """A stack of matmuls: a (..., M, K), b (..., K, N) (or transposed, as in :func:`matmul`)
     with the same leading dimensions; b may also be 2-D (shared by every matrix of a).

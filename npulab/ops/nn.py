@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from .activation import check_approximate
 from .args import int_tuple, positive_int
@@ -86,7 +87,7 @@ def _copy_weights(m: "Module", torch_module, names, who: str) -> None:
 class Module:
     """What every module shares: a chip, a dtype, the trace of the last call."""
 
-    def __init__(self, *, chip="910", dtype=np.float32):
+    def __init__(self, *, chip=DEFAULT_CHIP, dtype=np.float32):
         self.chip = chip
         self.dtype = np.dtype(dtype)
         self.last_trace = None
@@ -102,7 +103,7 @@ class Module:
         return {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
 
     @classmethod
-    def from_torch(cls, module, *, chip="910", dtype=np.float32):
+    def from_torch(cls, module, *, chip=DEFAULT_CHIP, dtype=np.float32):
         """This module built from ``module``, an instance of the torch.nn class of the same name:
         its attributes, and its weights copied in ``dtype`` (float16 or float32)."""
         _expect_torch(module, cls.__name__)
@@ -182,7 +183,7 @@ class _Conv(Module):
 
 class _ConvNd(_Conv):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", *, relu=False, chip="910",
+                 groups=1, bias=True, padding_mode="zeros", *, relu=False, chip=DEFAULT_CHIP,
                  dtype=np.float32, seed=0):
         super().__init__(chip=chip, dtype=dtype)
         self._init_weights(in_channels, out_channels, kernel_size, groups, bias, padding_mode, seed)
@@ -202,7 +203,7 @@ class Conv2d(_ConvNd):
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", *, fused=False, relu=None, eps=1e-5,
-                 chip="910", dtype=np.float32, seed=0):
+                 chip=DEFAULT_CHIP, dtype=np.float32, seed=0):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, relu=fused if relu is None else relu, chip=chip,
                          dtype=dtype, seed=seed)
@@ -236,7 +237,7 @@ class Conv2d(_ConvNd):
                                      chip=self.chip, return_trace=return_trace)
 
     @classmethod
-    def from_torch(cls, conv, bn=None, relu: bool | None = None, *, chip="910", dtype=np.float32):
+    def from_torch(cls, conv, bn=None, relu: bool | None = None, *, chip=DEFAULT_CHIP, dtype=np.float32):
         """A Conv2d carrying ``conv``'s weights (a torch.nn.Conv2d). With ``bn`` (a torch
         BatchNorm2d with running statistics, applied with eval-mode semantics) a fused Conv+BN,
         followed by ReLU unless ``relu=False``; without ``bn``, ``relu=True`` applies ReLU in
@@ -264,7 +265,7 @@ class ConvTranspose2d(_Conv):
     transposed = True
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups=1, bias=True, dilation=1, padding_mode="zeros", *, chip="910", dtype=np.float32,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", *, chip=DEFAULT_CHIP, dtype=np.float32,
                  seed=0):
         super().__init__(chip=chip, dtype=dtype)
         self._init_weights(in_channels, out_channels, kernel_size, groups, bias, padding_mode, seed)
@@ -280,7 +281,7 @@ class ConvTranspose2d(_Conv):
 class Linear(Module):
     """torch.nn.Linear: y = x W^T + b on the cube (MatMul with the bias in the epilogue)."""
 
-    def __init__(self, in_features, out_features, bias=True, *, chip="910", dtype=np.float32, seed=0):
+    def __init__(self, in_features, out_features, bias=True, *, chip=DEFAULT_CHIP, dtype=np.float32, seed=0):
         super().__init__(chip=chip, dtype=dtype)
         self.in_features = positive_int(in_features, "in_features", "Linear")
         self.out_features = positive_int(out_features, "out_features", "Linear")
@@ -302,7 +303,7 @@ class MatMul(Module):
     """y = x @ weight (weight: K x N), the MatMul op as a module (no torch twin: a torch.nn.Linear
     goes to :class:`Linear`)."""
 
-    def __init__(self, weight, bias=None, *, chip="910"):
+    def __init__(self, weight, bias=None, *, chip=DEFAULT_CHIP):
         weight = np.asarray(weight)
         super().__init__(chip=chip, dtype=weight.dtype)
         self.weight, self.bias = weight, None if bias is None else np.asarray(bias)
@@ -341,7 +342,7 @@ class BatchNorm2d(Module):
     as do weight and bias; ``bias=False``: weight only, as torch's keyword)."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, *,
-                 bias=True, chip="910", dtype=np.float32):
+                 bias=True, chip=DEFAULT_CHIP, dtype=np.float32):
         super().__init__(chip=chip, dtype=dtype)
         c = positive_int(num_features, "num_features", "BatchNorm2d")
         if not track_running_stats:
@@ -377,7 +378,7 @@ def _shape(normalized_shape, who) -> tuple:
 class LayerNorm(Module):
     """torch.nn.LayerNorm over the last ``len(normalized_shape)`` dims (``bias=False``: weight only)."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *, chip="910",
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *, chip=DEFAULT_CHIP,
                  dtype=np.float32):
         super().__init__(chip=chip, dtype=dtype)
         self.normalized_shape = _shape(normalized_shape, "LayerNorm")
@@ -400,7 +401,7 @@ class LayerNorm(Module):
 class RMSNorm(Module):
     """torch.nn.RMSNorm (``eps=None``: the input dtype's machine epsilon, as torch)."""
 
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, *, chip="910", dtype=np.float32):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, *, chip=DEFAULT_CHIP, dtype=np.float32):
         super().__init__(chip=chip, dtype=dtype)
         self.normalized_shape = _shape(normalized_shape, "RMSNorm")
         self.eps, self.elementwise_affine = eps, elementwise_affine
@@ -428,7 +429,7 @@ class SiLU(Module):
 
 
 class GELU(Module):
-    def __init__(self, approximate="none", *, chip="910"):
+    def __init__(self, approximate="none", *, chip=DEFAULT_CHIP):
         super().__init__(chip=chip)
         check_approximate(approximate, "GELU")
         self.approximate = approximate
@@ -442,7 +443,7 @@ class GELU(Module):
 
 
 class Softmax(Module):
-    def __init__(self, dim=-1, *, chip="910"):
+    def __init__(self, dim=-1, *, chip=DEFAULT_CHIP):
         super().__init__(chip=chip)
         self.dim = dim
 
@@ -462,7 +463,7 @@ class MaxPool2d(Module):
     not supported)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False, *, chip="910"):
+                 ceil_mode=False, *, chip=DEFAULT_CHIP):
         super().__init__(chip=chip)
         if return_indices:
             raise ShapeError("MaxPool2d: return_indices=True is not supported; npulab's MaxPool kernel "
@@ -486,7 +487,7 @@ class AvgPool2d(Module):
     supported)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None, *, chip="910"):
+                 divisor_override=None, *, chip=DEFAULT_CHIP):
         super().__init__(chip=chip)
         if divisor_override is not None:
             raise ShapeError("AvgPool2d: divisor_override is not supported; npulab's AvgPool kernel "
@@ -509,7 +510,7 @@ class Sequential(Module):
     """Modules run one after another; ``traces`` holds each one's last Trace."""
 
     def __init__(self, *modules):
-        super().__init__(chip=modules[0].chip if modules else "910")
+        super().__init__(chip=modules[0].chip if modules else DEFAULT_CHIP)
         self.modules = list(modules)
 
     def __call__(self, x):
@@ -532,7 +533,7 @@ class Sequential(Module):
 
 
 def Conv2D(filters, kernel_size, strides=1, padding="valid", use_bias=True, dtype="float32", *,
-           in_channels, dilation_rate=1, groups=1, chip="910", seed=0):
+           in_channels, dilation_rate=1, groups=1, chip=DEFAULT_CHIP, seed=0):
     """Keras-style ``Conv2D(filters, kernel_size, strides, padding="same"|"valid", use_bias,
     dtype)``, a thin alias of :class:`Conv2d` (NCHW, so it needs ``in_channels``)."""
     if padding not in ("same", "valid"):

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.norm import (batch_norm_tiling, check_float, check_layer_norm, launch_batch_norm,
                             launch_layer_norm, launch_rms_norm, layer_norm_tiling, rms_norm_tiling)
@@ -83,7 +84,7 @@ def _shape_tuple(normalized_shape):
     return tuple(int(d) for d in normalized_shape)
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *, chip="910",
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *, chip=DEFAULT_CHIP,
                return_trace: bool = False):
     """``torch.nn.functional.layer_norm`` on the simulated NPU.
 
@@ -119,7 +120,7 @@ register("RMSNorm", "norm", _rms_tiling, _rms_run,
          inputs=("x", "weight?"), infer=_same_as_input(_rms_check))
 
 
-def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, chip="910",
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, chip=DEFAULT_CHIP,
              return_trace: bool = False):
     """``torch.nn.functional.rms_norm`` on the simulated NPU. ``eps=None`` uses the input dtype's
     machine epsilon, as torch does."""
@@ -174,7 +175,7 @@ register("BatchNorm", "norm", _bn_tiling, _bn_run,
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
-               momentum: float = 0.1, eps: float = 1e-5, *, chip="910", return_trace: bool = False):
+               momentum: float = 0.1, eps: float = 1e-5, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.batch_norm`` in inference mode (running statistics), NCHW (any
     (N, C, ...) input). ``training=True`` is not supported: the kernel does inference only."""
     if training:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.pooling import launch_pool, pool_tiling
 from .args import int_tuple
@@ -54,7 +55,7 @@ def _out(y, trace, return_trace):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False, *, chip="910", return_trace: bool = False):
+               return_indices: bool = False, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """``torch.nn.functional.max_pool2d`` on an (N, C, H, W) array; padding counts as -inf.
     ``return_indices`` is not supported."""
     if return_indices:
@@ -65,7 +66,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None, *, chip="910",
+               count_include_pad: bool = True, divisor_override=None, *, chip=DEFAULT_CHIP,
                return_trace: bool = False):
     """``torch.nn.functional.avg_pool2d`` on an (N, C, H, W) array (``divisor_override`` is not
     supported)."""
@@ -78,7 +79,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
 
 
 def avg_pool2d_scale(input, kernel_size, scale: float, stride=None, padding=0, ceil_mode: bool = False,
-                     count_include_pad: bool = True, *, chip="910", return_trace: bool = False):
+                     count_include_pad: bool = True, *, chip=DEFAULT_CHIP, return_trace: bool = False):
     """Fused ``avg_pool2d(input, ...) * scale`` in one kernel: the scale is folded into the
     divisor, so the pooled plane is never written to GM and no extra pass is paid."""
     try:

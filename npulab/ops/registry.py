@@ -37,6 +37,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
 from ..errors import ShapeError, UnsupportedOpError
 
@@ -161,7 +162,7 @@ class Dispatcher:
 dispatcher = Dispatcher()
 
 
-def dispatch(op_type: str, *arrays, chip="910", mode: str = "functional", **attrs):
+def dispatch(op_type: str, *arrays, chip=DEFAULT_CHIP, mode: str = "functional", **attrs):
     """Run ``op_type`` on numpy ``arrays``: look up its kernel, get (or reuse) its tiling for
     these shapes, launch. Returns ``(output, trace)``; an empty output (say, a batch of 0)
     returns ``(empty array, None)`` without a launch."""

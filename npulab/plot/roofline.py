@@ -1,24 +1,22 @@
-"""The roofline of a chip: attainable FLOPs a second against arithmetic intensity, log-log.
+"""The roofline of a chip drawn: attainable FLOPs a second against arithmetic intensity, log-log.
 
 Two roofs per chip, both read from the chip file: the cube's fp16 peak and the vector unit's
 fp16 peak; one slope, the GM bandwidth. Operators are points at their intensity, drawn on the
-roof of the unit they run on.
+roof of the unit they run on. The model itself (:func:`~npulab.sim.cost.attainable`,
+:func:`~npulab.sim.cost.ridge`) is in :mod:`npulab.sim.cost`.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
+from ..sim.cost import attainable, peak_tflops
 
 UNIT_STYLE = {"cube": "-", "vector": "--"}
 
 
-def attainable(intensity, peak_tflops: float, bandwidth_gbs: float):
-    """min(peak, intensity x bandwidth), in TFLOPS; intensity in FLOP/B (scalar or array)."""
-    return np.minimum(peak_tflops, np.asarray(intensity, dtype=float) * bandwidth_gbs / 1000)
-
-
-def roofline(chips=("910",), *, ax=None, points=None, units=("cube", "vector"),
+def roofline(chips=(DEFAULT_CHIP,), *, ax=None, points=None, units=("cube", "vector"),
              intensity_range=(1e-2, 1e4)):
     """Draw each chip's roofs on ``ax`` (created if None); returns the Axes.
 
@@ -34,13 +32,13 @@ def roofline(chips=("910",), *, ax=None, points=None, units=("cube", "vector"),
     for i, chip in enumerate(specs):
         color = colors[i % len(colors)]
         for unit in units:
-            peak = chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
+            peak = peak_tflops(chip, unit)
             ax.plot(x, attainable(x, peak, chip.gm_bandwidth_gbs), UNIT_STYLE[unit], color=color,
                     label=f"{chip.name} {unit} ({peak:.3g} TFLOPS, {chip.gm_bandwidth_gbs:g} GB/s)")
     if points and specs:
         chip = specs[0]
         for label, (ai, unit) in points.items():
-            peak = chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
+            peak = peak_tflops(chip, unit)
             y = float(attainable(ai, peak, chip.gm_bandwidth_gbs))
             ax.plot([ai], [y], "o", color="black", zorder=5)
             ax.annotate(f"{label}\n{ai:.3g} FLOP/B", (ai, y), textcoords="offset points",

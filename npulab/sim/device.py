@@ -1,9 +1,10 @@
 """The simulated device: cores with buffers and an instruction stream each, and the run that
 turns those streams into a Trace.
 
-Kernel-language calls end in :meth:`Core.issue`, which appends one instruction (pipe, kind,
-opcode, duration, latency, flag key, bytes, FLOPs, energy, the byte ranges it reads and writes) to
-preallocation-free column lists. Numerics, in functional mode, have already happened in
+Kernel-language calls end in ``core.issue`` (the core's :mod:`~npulab.sim.stream`), which
+appends one instruction (pipe, kind, opcode, duration, latency, flag key, bytes, FLOPs, energy,
+the byte ranges it reads and writes) to its columns; what it costs comes from
+:mod:`npulab.sim.cost` (``device.cost``). Numerics, in functional mode, have already happened in
 program order by then; :meth:`Device.finish` schedules every core (Cython), checks races and
 returns the :class:`~npulab.sim.trace.Trace`.
 """
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch import BUFFERS, DEFAULT_CHIP
 from ..chips import CORE_TYPES, ChipSpec, get_chip
 from ..errors import CoreTypeError, DeadlockError, InstructionBudgetError, RaceError
 from . import races
+from .cost import CostModel
 from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
 from .memory import Buffer
 from .stream import make_budget, make_stream
 
-BUFFER_NAMES = ("L1", "L0A", "L0B", "L0C", "UB")
 MODES = ("functional", "timing")
 DEFAULT_BUDGET = 20_000_000
 
@@ -89,7 +91,7 @@ class Core:
         chip = device.chip
         functional = device.functional
         buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
-                   for name in BUFFER_NAMES}
+                   for name in BUFFERS}
         where = f"core {index} of chip '{chip.name}'"
         if device.core_type == "aiv":
             self.buffers = _AivBuffers(buffers, where)
@@ -98,7 +100,9 @@ class Core:
         else:
             self.buffers = buffers
         # the instruction stream (sim/stream.py; the Cython one unless the launch asked for
-        # the readable twins with scheduler="python"); ``issue`` is bound straight to it
+        # the readable twins with scheduler="python"). ``core.issue(pipe, kind, op, dur, *,
+        # key, name, nbytes, flops, energy, route, reads, writes, lat)`` appends one instruction
+        # and returns its index (Stream.issue)
         self.stream = make_stream(device.counter, device.check_races, self._over_budget,
                                   fast=device.scheduler_name != "python")
         self.issue = self.stream.issue
@@ -148,22 +152,6 @@ class Core:
     @property
     def block(self) -> np.ndarray:
         return self.block_column()
-
-    def issue(self, pipe: int, kind: int, op: int, dur: int = 0, *, key: int = -1, name: str = "",
-              nbytes: int = 0, flops: int = 0, energy: float = 0.0, route: str = "",
-              reads=(), writes=(), lat: int = 0) -> int:
-        """Append one instruction; return its index in this core's stream.
-
-        dur: cycles the instruction occupies its pipe. lat: cycles it is still in flight after
-        that (the pipe is free, the result not yet there; a copy's start-up latency, see
-        :meth:`Device.copy_cost`); it completes ``dur + lat`` after it starts.
-        Numbers are stored as their column's type (integers; a float is truncated toward
-        zero; energy as a float). reads/writes: (buffer name, byte lo, byte hi) ranges, for the
-        race checker. (Each core binds ``issue`` to its :mod:`~npulab.sim.stream` directly;
-        this method says what it does.)
-        """
-        return self.stream.issue(pipe, kind, op, dur, key=key, name=name, nbytes=nbytes, flops=flops,
-                                 energy=energy, route=route, reads=reads, writes=writes, lat=lat)
 
     def _over_budget(self, name: str) -> None:
         budget = self.device.budget
@@ -223,7 +211,7 @@ class Device:
     split chip has every buffer but the UB (a coupled core, or a "mix" launch, has all five).
     """
 
-    def __init__(self, chip: ChipSpec | str = "910", mode: str = "functional", block_dim: int = 1,
+    def __init__(self, chip: ChipSpec | str = DEFAULT_CHIP, mode: str = "functional", block_dim: int = 1,
                  budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
                  scheduler_name: str = "cython", core_type: str = "aic"):
         self.chip = get_chip(chip)
@@ -243,12 +231,7 @@ class Device:
         self.scheduler_name = scheduler_name
         self.counter = make_budget(budget, fast=scheduler_name != "python")
         self.memo: dict = {}                # derived costs the kernel language works out once a launch
-        p = self.chip.pipes
-        self._copy_rates = {Pipe.MTE2: (p.mte2_bytes_per_cycle, p.mte2_startup_cycles),
-                            Pipe.MTE1: (p.mte1_bytes_per_cycle, p.mte1_startup_cycles),
-                            Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
-                            Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
-        self._gm_share = self.chip.gm_share_bytes_per_cycle(self.active_cores, core_type)
+        self.cost = CostModel(self.chip, self.active_cores, core_type)   # what each instruction costs
         self.cores = [Core(self, c) for c in range(self.active_cores)]
         self.gm = GmTraffic(self)           # every GM copy, settled at finish (sim/gm.py)
         self.gm_stats = None
@@ -260,24 +243,6 @@ class Device:
 
     def core_for_block(self, block_idx: int) -> Core:
         return self.cores[block_idx % self.active_cores]
-
-    # -- costs ------------------------------------------------------------------------------
-    def copy_cost(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> tuple[int, int]:
-        """``(dur, lat)`` of one copy: it occupies its pipe for bytes / rate cycles (a copy to
-        or from GM gets at most its core's share of GM), then is in flight for the pipe's
-        start-up latency. Issue it with ``core.issue(..., dur, lat=lat)``. For a GM copy
-        ``dur`` is only the estimate at issue: record it with ``self.gm.read`` /
-        ``self.gm.write`` and :class:`~npulab.sim.gm.GmTraffic` settles it at finish."""
-        rate, startup = self._copy_rates[pipe]
-        if touches_gm:
-            rate = min(rate, self._gm_share)
-        return int(-(-nbytes // rate)), int(startup)
-
-    def copy_cycles(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> int:
-        """Cycles one copy alone takes from start to completion: start-up + bytes / rate (the
-        sum of :meth:`copy_cost`). Back-to-back copies of one pipe overlap their start-ups."""
-        dur, lat = self.copy_cost(pipe, nbytes, touches_gm)
-        return dur + lat
 
     # -- the run ----------------------------------------------------------------------------
     def recycle_buffers(self, core: "Core | None" = None) -> None:

@@ -35,6 +35,7 @@ settled when the launch finishes, because what one copy costs depends on all the
 """
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 import numpy as np
@@ -168,7 +169,7 @@ class GmTraffic:
             self._shared[ci].append((idx, is_read, floor, nbytes, part))
             self._middle[ci] |= shared
             mine = share * part if shared else share
-            durs[ci][idx] = int(-(-max(floor, nbytes / mine) // 1))
+            durs[ci][idx] = int(math.ceil(max(floor, nbytes / mine)))
             lats[ci][idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))

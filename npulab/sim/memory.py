@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import AlignmentError, BufferOverflowError
 from ..formats import PENDING as _PENDING, sync as _sync, zero_bytes as _zero
+from ..arch import round_up
 
 
 @dataclass(slots=True)
@@ -109,7 +110,7 @@ class Buffer:
         if nbytes <= 0:
             raise BufferOverflowError(f"{owner}: asked for {nbytes} bytes of {self.name}; "
                                       f"a buffer needs a positive size")
-        size = -(-nbytes // self.align) * self.align
+        size = round_up(nbytes, self.align)
         if self.top + size > self.capacity:
             holders = ", ".join(f"'{r.owner}' {fmt_bytes(r.size)}" for r in self.reservations) or "nobody"
             free = self.capacity - self.top

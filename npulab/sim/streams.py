@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import NUM_PIPES, Kind, flag_key
+from ..arch import ceil_div
 
 
 def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_dur: int = 300,
@@ -63,7 +64,7 @@ def streaming_stream(n: int, seed: int = 0):
     pattern_kind = np.array([0, 1, 2, 0, 1, 2, 0, 0], dtype=np.int8)
     pattern_key = np.array([-1, flag_key(2, 5, 0), flag_key(2, 5, 0), -1, flag_key(5, 3, 1),
                             flag_key(5, 3, 1), -1, -1], dtype=np.int64)
-    reps = -(-n // len(pattern_pipe))
+    reps = ceil_div(n, len(pattern_pipe))
     pipe = np.tile(pattern_pipe, reps)[:n]
     kind = np.tile(pattern_kind, reps)[:n]
     key = np.tile(pattern_key, reps)[:n]

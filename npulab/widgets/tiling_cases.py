@@ -14,6 +14,7 @@ import numpy as np
 
 from ..chips import get_chip
 from ..errors import BufferOverflowError
+from ..arch import ceil_div, round_up
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,6 @@ class TilingCase:
         return {p.name: p.value for p in self.params}
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
 
 class AddCase(TilingCase):
     """Element-wise Add of ``n`` elements of ``dtype`` on ``chip``.
@@ -66,18 +64,18 @@ class AddCase(TilingCase):
         default = add_tiling(self.n, self.dtype, self.chip, 2)
         # up to half of UB per tile by default: past the overflow for every buffer_num (a tile
         # longer than a block is allowed; the kernel still reserves it)
-        top = _round_up(max_tile or max(default.tile * 4, self.chip.buffers.ub // self.dtype.itemsize // 2),
+        top = round_up(max_tile or max(default.tile * 4, self.chip.buffers.ub // self.dtype.itemsize // 2),
                         per_block)
         tiles = tuple(range(per_block, top + 1, per_block))
         if len(tiles) > 400:                       # keep the slider usable: about 400 stops
-            stride = -(-len(tiles) // 400)
+            stride = ceil_div(len(tiles), 400)
             tiles = tuple(sorted(set(tiles[::stride]) | {default.tile}))
         self.params = [Param("tile", tiles, default.tile, "tile (elements)"),
                        Param("buffer_num", (1, 2, 3, 4), 2, "buffer_num")]
 
     def demands(self, tile: int, buffer_num: int) -> dict[str, int]:
         align = self.chip.buffer_align("UB")
-        return {"UB": self.queues * buffer_num * _round_up(tile * self.dtype.itemsize, align)}
+        return {"UB": self.queues * buffer_num * round_up(tile * self.dtype.itemsize, align)}
 
     def run(self, tile: int, buffer_num: int):
         from ..kernels.elementwise import run_add
@@ -153,8 +151,8 @@ class MatMulCase(TilingCase):
         self.dtype = check_problem(1, m, n, k, dtype)
         c0 = F.c0_of(self.dtype)
         d = default_tiling(self.shape, self.dtype, self.chip)
-        tiles = lambda dim: tuple(range(16, max(16, min(256, _round_up(dim, 16))) + 1, 16))
-        k0s = tuple(v for v in (8, 16, 32, 64, 128) if v % c0 == 0 and v <= max(c0, _round_up(k, c0)))
+        tiles = lambda dim: tuple(range(16, max(16, min(256, round_up(dim, 16))) + 1, 16))
+        k0s = tuple(v for v in (8, 16, 32, 64, 128) if v % c0 == 0 and v <= max(c0, round_up(k, c0)))
         self.params = [Param("tile_m", tiles(m), d.tile_m), Param("tile_n", tiles(n), d.tile_n),
                        Param("tile_k0", k0s, d.tile_k0),
                        Param("k_steps", (1, 2, 4, 8), max(1, d.tile_k // d.tile_k0), "TILE_K / TILE_K0"),

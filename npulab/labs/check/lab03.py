@@ -11,6 +11,7 @@ from ...kernels.matmul_tiling import buffer_demand
 from ...sim.memory import fmt_bytes
 from .. import lab03 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
+from ...arch import ceil_div, round_up
 
 #: (n, dtype, chip, buffer_num) the Add tiling function is run on: even splits, tails, tiny n
 ADD_CASES = ((65536, np.float16, "teach", 2), (17, np.float16, "teach", 2),
@@ -40,7 +41,7 @@ def ub_tile(chip, itemsize: int, buffer_num: int) -> int:
 def block_tile(block_factor: int, itemsize: int) -> int:
     """ceil(block_factor / MIN_TILES_PER_BLOCK) rounded up to whole 32-byte blocks (elements)."""
     per_block = BLOCK_BYTES // itemsize
-    return -(-(-(-block_factor // MIN_TILES_PER_BLOCK)) // per_block) * per_block
+    return round_up(ceil_div(block_factor, MIN_TILES_PER_BLOCK), per_block)
 
 
 @exercise("03", "tiling across cores: block_factor = ceil(n / cores) in whole 32-byte blocks; "
@@ -65,8 +66,8 @@ def add_tiling_fn(fn):
                           "block_factor, block_dim, tile, buffer_num)", got=f"{t!r}: {why}",
                           hint="return AddTiling(n, block_factor, block_dim, tile, buffer_num).")
         bf, bd, tile = v["block_factor"], v["block_dim"], v["tile"]
-        want_bf = -(-(-(-n // chip.ai_cores)) // per_block) * per_block
-        want_bd = -(-n // want_bf)
+        want_bf = round_up(ceil_div(n, chip.ai_cores), per_block)
+        want_bd = ceil_div(n, want_bf)
         got = f"block_factor={bf}, block_dim={bd}, tile={tile}"
         if v["total"] != n or v["buffer_num"] != bn:
             return failed(f"for {case}: total and buffer_num must be passed through",
@@ -159,8 +160,8 @@ def add_tiling_fn(fn):
 
 def _row_ref(rows, cols, dtype, chip, bn=2):
     rb = ref.row_bytes(cols, dtype)
-    rpc = -(-rows // chip.ai_cores)
-    return rpc, -(-rows // rpc), min(rpc, (chip.buffers.ub - rb) // (2 * bn * rb))
+    rpc = ceil_div(rows, chip.ai_cores)
+    return rpc, ceil_div(rows, rpc), min(rpc, (chip.buffers.ub - rb) // (2 * bn * rb))
 
 
 @exercise("03", "2-D tiling: whole rows per core and per tile; UB holds gamma + 2 queues x "

@@ -10,6 +10,7 @@ from ...plot import pipe_time
 from ...sim.isa import TRACK_NAMES, Pipe
 from .. import lab04 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict
+from ...arch import ceil_div
 
 _ERRORS = {
     BufferOverflowError: "two slots of the single-buffered tile need twice its UB: with 2 queues x 2 "
@@ -76,7 +77,7 @@ def double_buffered(cls):
                       f"({tile:,} fp16 elements)", got=", ".join(f"{k}: {v:,} B a slot" for k, v in sizes.items()
                                                                  if k in queues), hint=hint)
     block = min(ref.silu_tiling(x.size).block_factor, x.size)
-    tiles, want_tiles = ref.copies_in(trace), -(-block // tile)
+    tiles, want_tiles = ref.copies_in(trace), ceil_div(block, tile)
     if tiles != want_tiles:
         return failed("the slots are right, but self.tile is not what they hold",
                       expected=f"{want_tiles} tiles of {tile:,} elements per block",

@@ -10,6 +10,7 @@ from ...kernels import bench
 from ...kernels.matmul_tiling import TILINGS, problems
 from .. import lab05 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
+from ...arch import ceil_div, round_up
 
 #: (m, n) matrices the NZ offset function is checked on (padding in rows and columns)
 NZ_SHAPES = ((20, 40), (32, 48), (5, 17), (16, 16))
@@ -27,12 +28,12 @@ def _nz_truth(m: int, n: int) -> np.ndarray:
 
 def _variants(r, c, m, n):
     """Typical slips, each with its hint."""
-    r16 = -(-m // 16) * 16
+    r16 = round_up(m, 16)
     return [
         ((c // 16) * m * 16 + r * 16 + c % 16,
          "NZ pads the rows to a multiple of 16: a column of fractals holds ceil16(m) rows, not m."),
         (r * n + c, "that is ND (row-major). In NZ, the 16-column fractal a column belongs to comes first."),
-        ((r // 16) * (-(-n // 16) * 256) + (c // 16) * 256 + (r % 16) * 16 + c % 16,
+        ((r // 16) * (ceil_div(n, 16) * 256) + (c // 16) * 256 + (r % 16) * 16 + c % 16,
          "that is ZZ (fractals row by row, as L0A holds A). NZ orders the fractals column by column."),
         ((c // 16) * r16 * 16 + (c % 16) * 16 + r % 16 + (r // 16) * 256,
          "inside a fractal NZ is row-major ('z'): r % 16 picks the row of 16, c % 16 the element."),
@@ -91,7 +92,7 @@ def k_loop(fn):
             return failed(f"{case}: the kernel stopped with {type(err).__name__}",
                           got=f"{type(err).__name__}: {err}", hint=_KLOOP_ERRORS[type(err)])
         mm = [nm for nm in trace.name if nm.startswith("mmad")]
-        steps = -(-k // k0)
+        steps = ceil_div(k, k0)
         if not mm:
             return failed(f"{case}: no mmad ran", expected=f"{steps} mmads", got="none",
                           hint="call mmad(c, a2, b2, m, n, kk, init=...) once per K0 slice.")

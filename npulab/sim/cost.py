@@ -1,0 +1,163 @@
+"""The cost model: what each instruction costs, in cycles and picojoules, from the chip's figures.
+
+One home for every cost the simulator charges and every bound the tiling searches, benches,
+plots and labs compare with:
+
+* **copies** (:meth:`CostModel.copy`): a DMA occupies its pipe for bytes / rate cycles (a copy
+  to or from GM at most at its core's share of GM) and is then in flight for the pipe's start-up
+  latency: back-to-back copies of one pipe pay the latency once (:mod:`npulab.sim.timeline`).
+  What a GM copy finally costs depends on every other copy of the launch; :mod:`npulab.sim.gm`
+  settles it when the launch finishes;
+* **the cube** (:func:`mmad_cost`): one 16 x 16 x K0 fractal step at a time, K0 = 32 bytes of the
+  input dtype; fp32 at half the fp16 MAC rate (chosen);
+* **the vector unit** (:meth:`CostModel.vector`): repeats of 256 bytes, the instruction's
+  start-up as latency;
+* **energy**: per byte at each level a copy touches, per MAC, per vector byte;
+* **the roofline** (:func:`attainable`, :func:`ridge`, :func:`peak_tflops`) and the cube's lower
+  bound (:func:`lower_bound_cycles`), which utilizations are measured against.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..arch import FRACTAL_ROWS, c0_of, ceil_div
+from ..chips import ChipSpec, get_chip
+from .isa import Pipe
+
+#: chosen: fp32 runs 16 x 16 x 8 fractals at half the fp16 MAC rate
+FP32_RATE = 0.5
+#: FACTS (Mmad.md): two back-to-back mmads into the same L0C need a PIPE_M barrier when
+#: (m/16)(n/16) < 10, i.e. a tile of fewer fractals is still in the pipeline when the next mmad
+#: would read it; from this many fractals on, mmads pipeline
+PIPELINED_FRACTALS = 10
+#: the pipes that move bytes, and the chip-file fields of their rate and start-up
+COPY_PIPES = {Pipe.MTE2: "mte2", Pipe.MTE1: "mte1", Pipe.MTE3: "mte3", Pipe.FIX: "fix"}
+
+
+def copy_rates(chip: ChipSpec) -> dict:
+    """{pipe: (bytes a cycle, start-up cycles)} of the pipes that move bytes."""
+    p = chip.pipes
+    return {pipe: (getattr(p, f"{name}_bytes_per_cycle"), getattr(p, f"{name}_startup_cycles"))
+            for pipe, name in COPY_PIPES.items()}
+
+
+class CostModel:
+    """The costs of one launch's instructions on ``chip``, with ``active_cores`` of
+    ``core_type`` sharing GM (what :class:`~npulab.sim.device.Device` charges at issue)."""
+
+    def __init__(self, chip: ChipSpec, active_cores: int, core_type: str = "aic"):
+        self.chip = chip
+        self.rates = copy_rates(chip)
+        self.gm_share = chip.gm_share_bytes_per_cycle(active_cores, core_type)
+        vec = chip.vector
+        self.repeat_cycles = max(1, vec.repeat_bytes // vec.bytes_per_cycle)
+        self.vector_lat = vec.startup_cycles
+
+    def copy(self, pipe: Pipe, nbytes: int, touches_gm: bool) -> tuple[int, int]:
+        """``(dur, lat)`` of one copy of ``nbytes`` on ``pipe``: bytes / rate cycles on the pipe
+        (at most the core's GM share when it reads or writes GM), then the pipe's start-up in
+        flight. For a GM copy ``dur`` is the estimate at issue (:mod:`npulab.sim.gm` settles it)."""
+        rate, startup = self.rates[pipe]
+        if touches_gm and self.gm_share < rate:
+            rate = self.gm_share
+        return int(ceil_div(nbytes, rate)), int(startup)
+
+    def vector(self, repeats: int, cycles_per_repeat: int = 1) -> tuple[int, int]:
+        """``(dur, lat)`` of one vector instruction of ``repeats`` repeats."""
+        return repeats * cycles_per_repeat * self.repeat_cycles, self.vector_lat
+
+    def ub_copy(self, nbytes: int) -> tuple[int, int]:
+        """``(dur, lat)`` of a UB -> UB copy: the vector pipe at its byte rate."""
+        return ceil_div(nbytes, self.chip.vector.bytes_per_cycle), self.vector_lat
+
+
+# -- the cube -----------------------------------------------------------------------------------
+def macs_per_cycle(chip: ChipSpec, dtype) -> float:
+    """The cube's MACs a cycle for an input dtype (fp32: :data:`FP32_RATE` of the fp16 rate)."""
+    item = np.dtype(dtype).itemsize
+    return {1: chip.cube.macs_per_cycle_int8, 2: chip.cube.macs_per_cycle_fp16,
+            4: chip.cube.macs_per_cycle_fp16 * FP32_RATE}[item]
+
+
+def mmad_cost(chip: ChipSpec, m: int, n: int, k: int, dtype) -> tuple[int, int]:
+    """``(dur, lat)`` of one mmad: the cube is busy one fractal step per 16 x 16 x K0 block (K0 =
+    32 bytes of the input dtype, a step taking 16*16*K0 / MACs-per-cycle cycles, 1 on the DaVinci
+    cube) and the result is ready after the cube's pipeline start-up more.
+
+    The start-up is latency, not occupancy, as for copies (:mod:`npulab.sim.timeline`): the next
+    mmad streams its fractals while this one drains, when its tile has at least
+    :data:`PIPELINED_FRACTALS` fractals (``ceil(m/16) * ceil(n/16)``). A smaller tile is
+    charged its start-up as occupancy: the barrier Mmad.md asks for between two such mmads
+    waits for it, so they cannot overlap."""
+    dt = np.dtype(dtype)
+    k0 = c0_of(dt)
+    fractals = ceil_div(m, FRACTAL_ROWS) * ceil_div(n, FRACTAL_ROWS)
+    steps = fractals * ceil_div(k, k0)
+    per_step = FRACTAL_ROWS * FRACTAL_ROWS * k0 / macs_per_cycle(chip, dt)
+    busy = int(math.ceil(steps * per_step))
+    startup = int(chip.cube.startup_cycles)
+    return (busy, startup) if fractals >= PIPELINED_FRACTALS else (busy + startup, 0)
+
+
+def mmad_cycles(chip: ChipSpec, m: int, n: int, k: int, dtype) -> int:
+    """Cycles from one mmad's start to its result (``dur + lat`` of :func:`mmad_cost`)."""
+    return sum(mmad_cost(chip, m, n, k, dtype))
+
+
+def lower_bound_cycles(chip: "ChipSpec | str", macs: int, dtype) -> float:
+    """MACs / (cores x MACs per cycle): no tiling of a cube kernel can beat it."""
+    chip = get_chip(chip)
+    return macs / (chip.ai_cores * macs_per_cycle(chip, dtype))
+
+
+# -- energy -------------------------------------------------------------------------------------
+def level_energy_pj(chip: ChipSpec, level: str) -> float:
+    """Picojoules a byte costs at a memory level ("GM", "L1", "UB"; the L0 buffers otherwise)."""
+    e = chip.energy
+    return {"GM": e.gm_byte_pj, "L1": e.l1_byte_pj, "UB": e.ub_byte_pj}.get(level, e.l0_byte_pj)
+
+
+def copy_energy_pj(chip: ChipSpec, src: str, dst: str, nbytes: int) -> float:
+    """A copy of ``nbytes`` from level ``src`` to level ``dst``: read there, written here."""
+    return (level_energy_pj(chip, src) + level_energy_pj(chip, dst)) * nbytes
+
+
+def mac_energy_pj(chip: ChipSpec, dtype) -> float:
+    """Picojoules one MAC of the cube costs (int8's rate for 1-byte operands, else fp16's)."""
+    return chip.energy.mac_int8_pj if np.dtype(dtype).itemsize == 1 else chip.energy.mac_fp16_pj
+
+
+def vector_energy_pj(chip: ChipSpec, nbytes: int, operands: int) -> float:
+    """A vector instruction over ``nbytes`` that reads and writes ``operands`` tensors."""
+    return chip.energy.vector_byte_pj * nbytes * operands
+
+
+# -- the roofline -------------------------------------------------------------------------------
+UNITS = ("cube", "vector")
+
+
+def peak_tflops(chip: "ChipSpec | str", unit: str) -> float:
+    """The fp16 peak of the cube or of the vector unit, in TFLOPS (from the chip file)."""
+    chip = get_chip(chip)
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    return chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
+
+
+def attainable(intensity, peak: float, bandwidth_gbs: float):
+    """The roofline: min(peak, intensity x bandwidth), in TFLOPS; intensity in FLOP per GM byte
+    (a number or an array); GB/s x FLOP/B = GFLOPS."""
+    return np.minimum(peak, np.asarray(intensity, dtype=float) * bandwidth_gbs / 1000)
+
+
+def ridge(chip: "ChipSpec | str", unit: str) -> float:
+    """The intensity (FLOP/B) where the memory slope meets the unit's roof."""
+    chip = get_chip(chip)
+    return peak_tflops(chip, unit) * 1000 / chip.gm_bandwidth_gbs
+
+
+__all__ = ["FP32_RATE", "PIPELINED_FRACTALS", "COPY_PIPES", "copy_rates", "CostModel", "macs_per_cycle",
+           "mmad_cost", "mmad_cycles", "lower_bound_cycles", "level_energy_pj", "copy_energy_pj",
+           "mac_energy_pj", "vector_energy_pj", "UNITS", "peak_tflops", "attainable", "ridge"]
