@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ChipFileError
+from .errors import ArgumentError, ChipFileError
 
 #: The on-chip buffers of one AI core, in the order the views draw them.
 BUFFERS = ("l1", "l0a", "l0b", "l0c", "ub")
@@ -127,7 +127,7 @@ class ChipSpec:
         ``vector_cores`` (AIV: UB, vector and scalar units, no cube, no L1/L0); a cube or mixed
         kernel ("aic", "mix") counts its blocks in AIC cores (``ai_cores``)."""
         if core_type not in CORE_TYPES:
-            raise ValueError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
+            raise ArgumentError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
         if self.arch == "split" and core_type == "aiv":
             return self.vector_cores
         return self.ai_cores

@@ -11,6 +11,18 @@ class NpuError(Exception):
     """Base class of every npulab error."""
 
 
+class ArgumentError(NpuError, ValueError):
+    """An argument has a value the function does not take (a mode, a count, a name, a setting)."""
+
+
+class ArgumentTypeError(NpuError, TypeError):
+    """An argument is of a type the function does not take (a kernel that is not callable)."""
+
+
+class ContextError(NpuError, RuntimeError):
+    """A kernel-language call made outside a kernel that ``launch`` runs."""
+
+
 class ChipFileError(NpuError, ValueError):
     """A chip description file is missing, unreadable, or has a bad field."""
 

@@ -8,7 +8,7 @@ import npulab.ops as ops
 from npulab.chips import load_chip
 from npulab.errors import ChipFileError, CoreTypeError, NpuError
 from npulab.kernels.elementwise import add_kernel, add_tiling, run_add
-from npulab.lang import A1, A2, VECIN, Pipe, Queue, data_copy, launch
+from npulab.lang import A1, A2, VECIN, TPipe, Queue, data_copy, launch
 
 
 def _xy(n, dtype, seed=0):
@@ -143,19 +143,19 @@ def test_aiv_launch_on_a_coupled_chip_times_like_the_old_aic_launch(chip):
 
 # -- an AIV core has no L1, L0 or cube -------------------------------------------------------
 def _l1_kernel(x):
-    pipe = Pipe()
+    pipe = TPipe()
     q = Queue(A1, "a1")
     pipe.init_buffer(q, 1, 1024)
 
 
 def _l0a_kernel(x):
-    pipe = Pipe()
+    pipe = TPipe()
     q = Queue(A2, "a2")
     pipe.init_buffer(q, 1, 1024)
 
 
 def _ub_kernel(x):
-    pipe = Pipe()
+    pipe = TPipe()
     q = Queue(VECIN, "vin")
     pipe.init_buffer(q, 1, 1024)
     t = q.alloc_tensor(np.float16)

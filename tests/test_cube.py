@@ -5,7 +5,7 @@ import pytest
 import npulab.formats as F
 from npulab.arch import round_up
 from npulab import AlignmentError, RaceError, ShapeError, get_chip
-from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, Pipe, Queue,
+from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, TPipe, Queue,
                          TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, pipe_barrier,
                          set_flag, wait_flag)
 from npulab.sim.cost import PIPELINED_FRACTALS, mmad_cost, mmad_cycles
@@ -15,7 +15,7 @@ from npulab.sim.isa import Pipe as HwPipe
 
 def one_tile(a_gm, b_gm, c_gm, m, n, k, dt, acc, ksplit=1):
     """GM -> L1 (NZ) -> L0A/L0B -> mmad (K split in ``ksplit`` accumulating steps) -> fixpipe."""
-    pipe = Pipe()
+    pipe = TPipe()
     qa1, qb1, qa2, qb2, qc = Queue(A1, "a1"), Queue(B1, "b1"), Queue(A2, "a2"), Queue(B2, "b2"), Queue(CO1, "c")
     item = np.dtype(dt).itemsize
     pipe.init_buffer(qa1, 1, round_up(m, 16) * round_up(k, 32) * item)
@@ -99,7 +99,7 @@ def test_mmad_start_up_is_latency_for_tiles_of_ten_fractals_or_more():
 def mmads_in_one_l0c(a_gm, b_gm, c_gm, m, n, k, count, barrier):
     """A and B into L0A/L0B once, then ``count`` mmads of them into one L0C tile (the first
     with init), a pipe_barrier(PIPE_M) between each two when ``barrier``; FixPipe drains it."""
-    pipe = Pipe()
+    pipe = TPipe()
     l1a, l1b, l0a, l0b = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
     qc = Queue(CO1, "c")
     for buf, nbytes in ((l1a, m * k * 2), (l1b, k * n * 2), (l0a, m * k * 2), (l0b, k * n * 2)):
@@ -159,7 +159,7 @@ def test_mmad_duration_in_trace():
 def test_accumulate_flag():
     """init=True overwrites L0C; init=False adds to it."""
     def kernel(a_gm, b_gm, c_gm, init_second):
-        pipe = Pipe()
+        pipe = TPipe()
         l1, l0a, l0b = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b")
         qc = Queue(CO1, "c")
         pipe.init_buffer(l1, 2 * 256 * 2)
@@ -196,7 +196,7 @@ def test_accumulate_flag():
 
 
 def _l0_kernel(a_gm, b_gm, c_gm, what):
-    pipe = Pipe()
+    pipe = TPipe()
     l1, l0a, l0b, l0c = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b"), TBuf(CO1, "l0c")
     pipe.init_buffer(l1, 1024)
     pipe.init_buffer(l0a, 1024)
@@ -247,7 +247,7 @@ def test_errors_teach(what, err, match):
 
 def test_fixpipe_bias_dequant_relu():
     def kernel(a_gm, b_gm, c_gm, bias_gm):
-        pipe = Pipe()
+        pipe = TPipe()
         l1, l0a, l0b, l0c = TBuf(A1, "l1"), TBuf(A2, "l0a"), TBuf(B2, "l0b"), TBuf(CO1, "l0c")
         pipe.init_buffer(l1, 4096)
         pipe.init_buffer(l0a, 1024)
@@ -284,7 +284,7 @@ def test_fixpipe_bias_dequant_relu():
 
 def test_int32_to_float_needs_a_scale():
     def kernel(c_gm):
-        pipe = Pipe()
+        pipe = TPipe()
         l0c = TBuf(CO1, "l0c")
         pipe.init_buffer(l0c, 1024)
         fixpipe(c_gm, l0c.get(np.int32), 16, 16)
@@ -295,7 +295,7 @@ def test_int32_to_float_needs_a_scale():
 def _shared_reads(a_gm, same):
     """Every block copies one 64 x 64 fp16 tile from GM to L1: the same one, or its own."""
     from npulab.lang import get_block_idx
-    pipe = Pipe()
+    pipe = TPipe()
     q = Queue(A1, "a1")
     pipe.init_buffer(q, 1, 64 * 64 * 2)
     t = q.alloc_tensor(np.float16)

@@ -6,7 +6,7 @@ import pytest
 
 import npulab
 from npulab import lang
-from npulab.lang import (PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf,
+from npulab.lang import (PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf,
                          data_copy, set_flag, wait_flag)
 
 X = np.arange(64, dtype=np.float16)
@@ -14,7 +14,7 @@ X = np.arange(64, dtype=np.float16)
 
 def scratch(nbytes=128):
     """A TBuf in UB, as a float16 tensor: scratch space with no queue, so no flags."""
-    pipe = Pipe()
+    pipe = TPipe()
     buf = TBuf(VECCALC, "work")
     pipe.init_buffer(buf, nbytes)
     return buf.get(np.float16)
@@ -41,7 +41,7 @@ def test_wait_that_is_never_set_is_a_deadlock():
 
 def test_deque_of_an_empty_queue_is_a_deadlock():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 2, 128)
         q.deque()
@@ -87,7 +87,7 @@ def test_overwrite_while_another_pipe_reads_is_a_race():
 
 def test_buffer_overflow_names_buffer_request_capacity_and_holders():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         pipe.init_buffer(Queue(VECIN, "in_x"), 2, 4096)
         pipe.init_buffer(Queue(VECOUT, "out_z"), 2, 8192)    # 8 + 16 KiB > 16 KiB of UB
     msg = raises_fast(npulab.BufferOverflowError, kernel, X)
@@ -97,7 +97,7 @@ def test_buffer_overflow_names_buffer_request_capacity_and_holders():
 
 def test_copy_length_must_be_whole_blocks():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 1, 128)
         t = q.alloc_tensor(np.float16)
@@ -108,7 +108,7 @@ def test_copy_length_must_be_whole_blocks():
 
 def test_misaligned_local_address_names_the_rule():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 1, 128)
         q.alloc_tensor(np.float16)[3:]               # 6 bytes in
@@ -134,7 +134,7 @@ def test_event_ids_follow_the_chip():
 
 def test_queue_event_ids_are_not_for_hand_use():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         pipe.init_buffer(Queue(VECIN, "in_x"), 2, 128)
         set_flag(PIPE_MTE2, PIPE_V, 0)
     msg = raises_fast(npulab.SyncError, kernel, X)
@@ -143,7 +143,7 @@ def test_queue_event_ids_are_not_for_hand_use():
 
 def test_allocating_more_than_buffer_num_is_an_error():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 2, 128)
         q.alloc_tensor(np.float16)
@@ -155,7 +155,7 @@ def test_allocating_more_than_buffer_num_is_an_error():
 
 def test_vector_op_checks_dtype_and_count():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         a, b = TBuf(VECCALC, "a"), TBuf(VECCALC, "b")
         pipe.init_buffer(a, 128)
         pipe.init_buffer(b, 128)
@@ -163,7 +163,7 @@ def test_vector_op_checks_dtype_and_count():
     assert "must match" in raises_fast(npulab.ShapeError, kernel, X)
 
     def too_many(x):
-        pipe = Pipe()
+        pipe = TPipe()
         a = TBuf(VECCALC, "a")
         pipe.init_buffer(a, 128)
         lang.adds(a.get(np.float16), a.get(np.float16), 1.0, 65)
@@ -224,3 +224,24 @@ def test_bad_op_calls_raise_npulab_errors_that_name_the_op(i):
         call()
     assert isinstance(info.value, npulab.ShapeError)
     assert str(info.value).startswith(op + ":"), str(info.value)
+
+
+def test_every_error_npulab_raises_is_an_npu_error():
+    """errors.py promises it: a raise of a built-in error in the package is a bug, except the
+    internal checks (AssertionError), the abstract methods (NotImplementedError) and a module's
+    ``__getattr__`` (AttributeError, as the protocol asks)."""
+    import ast
+    from pathlib import Path
+    import builtins
+    root = Path(npulab.__file__).parent
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                name = getattr(exc, "id", None)
+                builtin = getattr(builtins, name, None) if name else None
+                if isinstance(builtin, type) and issubclass(builtin, BaseException) and \
+                        builtin not in (AssertionError, NotImplementedError, AttributeError):
+                    bad.append(f"{path.relative_to(root)}:{node.lineno} raises {name}")
+    assert not bad, bad

@@ -21,7 +21,7 @@ from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
 from npulab.labs import check, lab02, lab04, lab07
 from npulab.labs.check import REGISTRY, same_code
 from npulab.labs.lab03 import RowTiling
-from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue,
+from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
                          wait_flag)
 
@@ -112,7 +112,7 @@ class ComputeBlank(KernelAdd):
 def _one_tile(fix: str):
     def kernel(x, y, z):
         n = x.size
-        pipe = Pipe()
+        pipe = TPipe()
         work = TBuf(VECCALC, "work")
         pipe.init_buffer(work, 3 * n * 2)
         ub = work.get(np.float16)
@@ -137,7 +137,7 @@ def _one_tile(fix: str):
 def _racy_copy(x, y, z):
     """lab02.add_one_tile_racy, retyped as a learner's stub would have it (plus the blank)."""
     n = x.size
-    pipe = Pipe()
+    pipe = TPipe()
     work = TBuf(VECCALC, "work")
     pipe.init_buffer(work, 3 * n * 2)
     ub = work.get(np.float16)
@@ -214,7 +214,7 @@ def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
             self.dtype = x.dtype
             slot = 64 if tile_div is None else tiling.ub_bytes // tile_div // 32 * 32 // 2
             self.tile = slot // tile_of_slot
-            self.pipe = Pipe()
+            self.pipe = TPipe()
             self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
             self.pipe.init_buffer(self.in_x, slots_x, slot * 2)
             self.pipe.init_buffer(self.out_z, slots_z, slot * 2)

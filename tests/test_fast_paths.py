@@ -207,7 +207,7 @@ def test_queue_tensors_are_one_object_per_slot_and_dtype():
     seen = {}
 
     def kernel(x):
-        pipe = lang.Pipe()
+        pipe = lang.TPipe()
         q = lang.Queue(lang.VECIN, "q")
         pipe.init_buffer(q, 2, 256)
         for i in range(4):
@@ -226,7 +226,7 @@ def _copy_kernel(src, dst, seen, back=False):
     """dst = src through UB (and src = the same bytes when ``back``); records what src reads
     at the start (whether it is still the caller's array)."""
     seen.append(src.data)
-    pipe = lang.Pipe()
+    pipe = lang.TPipe()
     q = lang.Queue(lang.VECIN, "q")
     pipe.init_buffer(q, 1, 256)
     t = q.alloc_tensor(np.float32)
@@ -290,7 +290,7 @@ def _queue_kernel(queue_cls, steps, depth, dtypes):
     def kernel(x, y):
         from npulab.lang import pipe as P
         y = y[lang.get_block_idx() * 256:]
-        pipe = P.Pipe()
+        pipe = P.TPipe()
         qi, qo = queue_cls(lang.VECIN, "in"), queue_cls(lang.VECOUT, "out")
         pipe.init_buffer(qi, depth, 512)
         pipe.init_buffer(qo, depth, 512)
@@ -328,7 +328,7 @@ def test_queue_calls_twins_raise_the_same_errors(misuse):
     messages = []
     for cls in (P.Queue, P.PyQueue):
         def kernel(x):
-            pipe = P.Pipe()
+            pipe = P.TPipe()
             q, other = cls(lang.VECIN, "q"), cls(lang.VECIN, "other")
             if misuse == "no_init":
                 q.alloc_tensor(np.float32)

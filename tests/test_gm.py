@@ -5,7 +5,7 @@ import pytest
 import npulab
 from npulab import lang
 from npulab.kernels.bench_conv import RESNET50_CONVS, conv_row, touched
-from npulab.lang import VECCALC, Pipe, TBuf, data_copy
+from npulab.lang import VECCALC, TPipe, TBuf, data_copy
 from npulab.sim.isa import Op
 
 N = 8192                       # fp16 elements a copy: 16 KB
@@ -14,7 +14,7 @@ N = 8192                       # fp16 elements a copy: 16 KB
 def _copies(x, y, serial):
     """Two rounds of read x[i] -> UB -> write y[i]. ``serial``: a full barrier after every
     copy, so no read ever overlaps a write in time."""
-    pipe = Pipe()
+    pipe = TPipe()
     buf = TBuf(VECCALC, "b")
     pipe.init_buffer(buf, 2 * N * 2)
     blk = lang.get_block_idx()
@@ -89,7 +89,7 @@ def test_a_strided_1x1_conv_stays_under_its_roofline():
 def _read_ahead(x, y, n, tiles, depth):
     """The first ``depth`` reads issued before any write (a read-ahead), then one read issued
     per tile written: early reads run while the first writes do."""
-    pipe = Pipe()
+    pipe = TPipe()
     qi, qo = lang.Queue(lang.VECIN, "i"), lang.Queue(lang.VECOUT, "o")
     pipe.init_buffer(qi, depth, n * 2)
     pipe.init_buffer(qo, 2, n * 2)

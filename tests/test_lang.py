@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from npulab import lang
-from npulab.lang import VECCALC, VECIN, Pipe, Queue, TBuf, data_copy, data_copy_pad
+from npulab.lang import VECCALC, VECIN, TPipe, Queue, TBuf, data_copy, data_copy_pad
 from npulab.sim.isa import Kind, Op
 
 N = 300   # not a whole number of repeats: exercises the partial last repeat
@@ -15,7 +15,7 @@ def run_vector(body, *arrays, dtype=np.float32, out_dtype=None, chip="teach"):
     n = arrays[0].size
 
     def kernel(out, *ins):
-        pipe = Pipe()
+        pipe = TPipe()
         bufs = [TBuf(VECCALC, f"in{i}") for i in range(len(ins))]
         obuf = TBuf(VECCALC, "out")
         for b in bufs:
@@ -112,7 +112,7 @@ def test_more_than_255_repeats_split_into_instructions():
 
 def test_data_copy_pad_pads_the_last_block():
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 1, 64)
         t = q.alloc_tensor(np.float16)
@@ -138,7 +138,7 @@ def test_blocks_see_their_index_and_map_to_cores():
 def test_queues_lower_to_flags_exactly():
     """buffer_num=2: the first two allocs take free slots (no wait), later ones wait on a free."""
     def kernel(x):
-        pipe = Pipe()
+        pipe = TPipe()
         q = Queue(VECIN, "in_x")
         pipe.init_buffer(q, 2, 64)
         for i in range(4):
@@ -162,7 +162,7 @@ def test_user_arrays_are_not_written():
     x = np.arange(16, dtype=np.float32)
 
     def kernel(g):
-        pipe = Pipe()
+        pipe = TPipe()
         b = TBuf(VECCALC, "b")
         pipe.init_buffer(b, 64)
         lang.duplicate(b.get(np.float32), 0.0, 16)

@@ -5,14 +5,14 @@ import pytest
 
 import npulab
 from npulab import lang
-from npulab.lang import (PIPE_ALL, PIPE_V, VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy,
+from npulab.lang import (PIPE_ALL, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, data_copy,
                          get_block_idx, set_flag, wait_flag)
 
 X = np.arange(64, dtype=np.float32)
 
 
 def _scratch(nbytes=256, dtype=np.float32):
-    pipe = Pipe()
+    pipe = TPipe()
     buf = TBuf(VECCALC, "work")
     pipe.init_buffer(buf, nbytes)
     return pipe, buf, buf.get(dtype)
@@ -25,7 +25,7 @@ def _run(kernel, *args, block_dim=1):
 # -- reductions: dst holds the partials, not count elements --------------------------------------
 def test_reduce_sum_into_a_small_dst():
     def kernel(x, out):
-        pipe = Pipe()
+        pipe = TPipe()
         q, o = Queue(VECIN, "q"), Queue(VECOUT, "o")
         pipe.init_buffer(q, 1, 64 * 4)
         pipe.init_buffer(o, 1, 32)                  # 8 fp32: room for one partial a repeat
@@ -48,7 +48,7 @@ def test_reduce_into_a_dst_too_small_for_the_partials_says_how_many():
     def kernel(x):
         _, buf, t = _scratch(1024)                  # 256 fp32 values: 4 repeats on the teach chip
         small = TBuf(VECCALC, "small")
-        Pipe().init_buffer(small, 32)
+        TPipe().init_buffer(small, 32)
         lang.reduce_max(small.get(np.float32, 2), t, 256)
     with pytest.raises(npulab.ShapeError, match=r"reduce_max: dst 'small' holds 2 elements.*4 for count 256"):
         _run(kernel, X)
@@ -67,7 +67,7 @@ def test_pipe_all_is_not_a_flag_end(call):
 def _blocks(x, z, offset_out=True, read_other=False, parts=None):
     b = get_block_idx()
     out = b if parts is None else b % parts
-    pipe = Pipe()
+    pipe = TPipe()
     q, o = Queue(VECIN, "q"), Queue(VECOUT, "o")
     pipe.init_buffer(q, 1, 128)
     pipe.init_buffer(o, 1, 128)
@@ -140,7 +140,7 @@ def test_scalar_of_a_scalar_op_is_a_number():
 
 def test_init_buffer_and_tbuf_get_take_whole_positive_numbers():
     def slots(x):
-        Pipe().init_buffer(Queue(VECIN, "q"), 2.5, 64)
+        TPipe().init_buffer(Queue(VECIN, "q"), 2.5, 64)
 
     def size(x):
         _, buf, _ = _scratch()

@@ -53,3 +53,15 @@ def test_installed_wheel_works_outside_the_tree(dist, tmp_path):
             "print(len(npulab.chips()))") % str(site)
     out = run(sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}", cwd=tmp_path)
     assert out.stdout.strip() == "4"
+
+
+def test_every_subpackage_is_reachable_from_the_package_name():
+    code = ("import npulab; "
+            "assert npulab.ops.add is not None and npulab.lang.launch is not None; "
+            "assert npulab.kernels.__name__ == 'npulab.kernels' and npulab.sim.trace.Trace; "
+            "missing = [n for n in npulab.SUBMODULES if getattr(npulab, n).__name__ != 'npulab.' + n]; "
+            "assert not missing, missing; "
+            "import sys; assert 'npulab.ops' in sys.modules")
+    run(sys.executable, "-c", code)
+    out = subprocess.run([sys.executable, "-c", "import npulab; npulab.nothing_here"], capture_output=True, text=True)
+    assert out.returncode != 0 and "has no attribute 'nothing_here'" in out.stderr

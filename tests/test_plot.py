@@ -24,7 +24,7 @@ def _add_trace(n=8192 * 4, chip="teach", mode="timing", **kw):
 def _mixed_kernel(x):
     """Uses L1, L0A, L0B and UB: two queues GM->L1, slots of L0A/L0B queues taken and given back
     by MTE1 and the cube pipe, a UB TBuf, a vector loop."""
-    pipe = lang.Pipe()
+    pipe = lang.TPipe()
     a1, b1 = lang.Queue(lang.A1, "a1"), lang.Queue(lang.B1, "b1")
     a2, b2 = lang.Queue(lang.A2, "a2"), lang.Queue(lang.B2, "b2")
     for q in (a1, b1, a2, b2):

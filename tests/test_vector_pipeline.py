@@ -127,7 +127,7 @@ def test_the_automatic_barrier_does_not_order_other_pipes():
     """A PIPE_V barrier orders the vector pipe with itself only: a copy out that reads a vector
     result with no flag between them is still a race (the race checker sees it)."""
     from npulab import RaceError
-    from npulab.lang import VECCALC, Pipe as TPipe, TBuf, data_copy
+    from npulab.lang import VECCALC, TPipe, TBuf, data_copy
 
     def kernel(x, y):
         pipe = TPipe()

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_info
 import npulab.formats as F
 import npulab.ops as ops
 from npulab import ShapeError
-from npulab.lang import (A1, A2, PIPE_MTE1, PIPE_MTE2, Pipe, TBuf, data_copy_nd2nz, launch,
+from npulab.lang import (A1, A2, PIPE_MTE1, PIPE_MTE2, TPipe, TBuf, data_copy_nd2nz, launch,
                          load_data, set_flag, wait_flag)
 from tests.test_trace_pins import trace_digest
 
@@ -141,7 +141,7 @@ def test_product_into_checks_its_arguments():
 def _pack_then_read(a_gm, out_gm, rows, cols, loads):
     """nd2nz into L1 and ``loads`` L1 -> L0A windows (queued for the worker), then a read of
     both buffers from Python inside the kernel: it must see every queued move done."""
-    pipe = Pipe()
+    pipe = TPipe()
     l1, l0a = TBuf(A1, "l1"), TBuf(A2, "l0a")
     pipe.init_buffer(l1, rows * cols * 2)
     pipe.init_buffer(l0a, 16 * cols * 2)
@@ -169,7 +169,7 @@ def test_reading_a_buffer_waits_for_the_moves_queued_before(worker, loads):
 
 
 def _fails_after_moves(a_gm):
-    pipe = Pipe()
+    pipe = TPipe()
     l1 = TBuf(A1, "l1")
     pipe.init_buffer(l1, 64 * 64 * 2)
     data_copy_nd2nz(l1.get(np.float16), a_gm, 64, 64)

@@ -31,10 +31,10 @@ import numpy as np
 
 from .. import lang
 from ..chips import get_chip
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..lang import vector as V
 from ..lang.context import current
-from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
+from ..lang import VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, get_block_idx
 from .norm import BLOCK_BYTES, F32, check_float, copy, ramp_tiles
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
@@ -73,7 +73,7 @@ def monic_tail_poly(e) -> tuple[float, tuple]:
     -u exp(E(a) - log(KAPPA)). Monic: the first Horner step is one Adds."""
     d = len(e) - 1
     if d % 2 == 0 or e[d] >= 0:
-        raise ValueError(f"the tail polynomial needs an odd degree and a negative leading coefficient, got {e}")
+        raise ArgumentError(f"the tail polynomial needs an odd degree and a negative leading coefficient, got {e}")
     kappa = (-e[d]) ** (1.0 / d)
     return kappa, tuple([e[0] - math.log(kappa)] + [e[k] * (-1.0 / kappa) ** k for k in range(1, d)])
 
@@ -153,7 +153,7 @@ class KernelActivation:
         self.dtype = np.dtype(t.dtype)
         self.cdt = np.dtype(t.compute_dtype)
         self.wide = self.cdt != self.dtype
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
         self.pipe.init_buffer(self.in_x, t.buffer_num, t.tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_y, t.buffer_num, t.tile * self.dtype.itemsize)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .. import formats as F
 from ..chips import get_chip
 from .matmul_tiling import (MatmulTiling, best_swizzle, check_problem, make_tiling, problems,
@@ -84,7 +85,7 @@ def _shape4(shape):
     if len(shape) == 3:
         shape = (1,) + tuple(shape)
     if len(shape) != 4:
-        raise ValueError(f"shape must be (M, N, K) or (batch, M, N, K), got {shape!r}")
+        raise ArgumentError(f"shape must be (M, N, K) or (batch, M, N, K), got {shape!r}")
     return tuple(int(v) for v in shape)
 
 
@@ -184,9 +185,9 @@ def parallel_workers() -> int:
     try:
         n = int(raw)
     except ValueError:
-        raise ValueError(f"{PARALLEL_ENV}={raw!r}: expected a whole number of worker processes") from None
+        raise ArgumentError(f"{PARALLEL_ENV}={raw!r}: expected a whole number of worker processes") from None
     if n < 1:
-        raise ValueError(f"{PARALLEL_ENV}={n}: need at least 1 worker process")
+        raise ArgumentError(f"{PARALLEL_ENV}={n}: need at least 1 worker process")
     return n
 
 
@@ -254,7 +255,7 @@ def autotune(shape, dtype, chip=DEFAULT_CHIP, *, op: str = "matmul", limit: int 
     t0 = time.perf_counter()
     cands = candidates(shape, dt, chip, limit)
     if not cands:
-        raise ValueError(f"autotune: no tiling of {shape} {dt.name} fits chip '{chip.name}'")
+        raise ArgumentError(f"autotune: no tiling of {shape} {dt.name} fits chip '{chip.name}'")
     workers = parallel_workers() if workers is None else int(workers)
     show = (len(cands) >= PROGRESS_MIN) if progress is None else progress
     bar = ProgressBar(len(cands), f"autotune {op} {'x'.join(map(str, shape))} {dt.name}", stream) \

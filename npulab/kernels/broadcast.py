@@ -23,7 +23,7 @@ import numpy as np
 from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..lang import VECIN, VECOUT, Pipe, Queue, get_block_idx
+from ..lang import VECIN, VECOUT, TPipe, Queue, get_block_idx
 from .norm import BLOCK_BYTES, check_float, copy
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
@@ -158,7 +158,7 @@ class KernelBroadcast:
         self.dtype = np.dtype(t.dtype)
         self.first = get_block_idx() * t.items_per_block
         self.count = max(0, min(t.items_per_block, t.work_items - self.first))
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         tile = t.tile_rows * t.row_stride
         self.in_x, self.in_y, self.out_z = Queue(VECIN, "in_x"), Queue(VECIN, "in_y"), Queue(VECOUT, "out_z")
         ysize = {"same": tile, "col": t.row_stride, "row": round_up(t.tile_rows, 16),

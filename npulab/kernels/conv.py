@@ -36,7 +36,7 @@ import numpy as np
 from .. import formats as F
 from .. import lang
 from ..errors import ShapeError
-from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf, data_copy_pad,
+from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, TPipe, Queue, TBuf, data_copy_pad,
                     fixpipe, get_block_idx, load_data, mmad, set_flag, wait_flag)
 from ..lang.conv_load import ConvGeom, Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
 from .conv_tiling import (C04, EPI_SLOTS, SUPPORTED, ConvTiling, block_work, can_implement, enlarge,
@@ -153,7 +153,7 @@ class BlockConvMmad:
     step at a time, right after that step's map slab, so its first mmad waits for one step's
     weights, not for all of them; later tiles of the column read them from L1 only."""
 
-    def __init__(self, pipe: Pipe, t: ConvTiling):
+    def __init__(self, pipe: TPipe, t: ConvTiling):
         from .conv_tiling import slab_elems
         self.t = t
         dt = self.dtype = t.np_dtype
@@ -294,7 +294,7 @@ class BlockConvEpilogue:
     (EPI_SLOTS slots, MTE2 -> FIX by flags) while FixPipe reads this tile's; consecutive tiles
     of the same group and n tile reuse the vectors already in L1."""
 
-    def __init__(self, pipe: Pipe, t: ConvTiling, queue: Queue):
+    def __init__(self, pipe: TPipe, t: ConvTiling, queue: Queue):
         self.t, self.c = t, queue
         self.names = t.vectors
         self.buf = None
@@ -357,7 +357,7 @@ class BlockConvEpilogue:
 def conv_kernel(x_gm, w_gm, y_gm, bias_gm, scale_gm, offset_gm, t: ConvTiling) -> None:
     """The kernel entry: this block's block tiles (group, rows, n tile), as
     :func:`~npulab.kernels.conv_tiling.block_work` deals them."""
-    pipe = Pipe()
+    pipe = TPipe()
     block_mmad = BlockConvMmad(pipe, t)
     epilogue = BlockConvEpilogue(pipe, t, block_mmad.c)
     vec_gms = {"bias": bias_gm, "scale": scale_gm, "offset": offset_gm}

@@ -20,7 +20,7 @@ import numpy as np
 from .. import lang
 from ..chips import ChipSpec, get_chip
 from ..errors import ShapeError
-from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, data_copy_pad, get_block_idx
+from ..lang import VECIN, VECOUT, TPipe, Queue, data_copy, data_copy_pad, get_block_idx
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 BLOCK_BYTES = 32           # one DMA block: every tile boundary sits on one
@@ -81,7 +81,7 @@ class KernelAdd:
         self.tile = t.tile
         self.x_gm, self.y_gm, self.z_gm = (g[start: start + self.length] for g in (x, y, z))
         self.dtype = x.dtype
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.in_y = Queue(VECIN, "in_x"), Queue(VECIN, "in_y")
         self.out_z = Queue(VECOUT, "out_z")
         for q in (self.in_x, self.in_y, self.out_z):

@@ -23,7 +23,7 @@ import numpy as np
 from .. import formats as F
 from .. import lang
 from ..errors import ShapeError
-from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Pipe, Queue, TBuf, data_copy_nd2nz,
+from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, TPipe, Queue, TBuf, data_copy_nd2nz,
                     data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad,
                     set_flag, wait_flag)
 from .matmul_tiling import BIAS_SLOTS, MatmulTiling, can_implement, swizzle_coord
@@ -55,7 +55,7 @@ class BlockScheduler:
 class BlockMmad:
     """One block tile's K loop: L1 and L0 ping-pong, mmad accumulating in one L0C slot."""
 
-    def __init__(self, pipe: Pipe, t: MatmulTiling):
+    def __init__(self, pipe: TPipe, t: MatmulTiling):
         self.t = t
         dt = t.np_dtype
         self.dtype, self.acc = dt, t.acc_dtype
@@ -121,7 +121,7 @@ class BlockMmad:
 class BlockEpilogue:
     """Drain a block tile from L0C to C in GM through FixPipe, with bias and ReLU."""
 
-    def __init__(self, pipe: Pipe, t: MatmulTiling, queue: Queue):
+    def __init__(self, pipe: TPipe, t: MatmulTiling, queue: Queue):
         self.t, self.c = t, queue
         self.bias = None
         if t.has_bias:                         # BIAS_SLOTS slots in L1, MTE2 -> FIX by flags
@@ -175,7 +175,7 @@ def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling) -> None:
     (batch, N, K) when trans_b; c_gm: C (batch, M, N) of the output dtype; bias_gm: N values
     of the accumulator dtype, or None.
     """
-    pipe = Pipe()
+    pipe = TPipe()
     sched = BlockScheduler(t)
     block_mmad = BlockMmad(pipe, t)
     epilogue = BlockEpilogue(pipe, t, block_mmad.c)

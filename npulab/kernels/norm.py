@@ -40,7 +40,7 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import vector as V
-from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, data_copy, data_copy_pad, get_block_idx
+from ..lang import VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, data_copy, data_copy_pad, get_block_idx
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 BLOCK_BYTES = 32            # one DMA block; every UB tensor starts on one
@@ -215,7 +215,7 @@ class RowKernel:
         self.y_gm = y[start * t.cols: (start + self.nrows) * t.cols]
         self.dtype = t.np_dtype
         self.wide = self.dtype != F32
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.out_y = Queue(VECIN, f"in_{name}"), Queue(VECOUT, f"out_{name}")
         tile = t.tile_rows * t.cols
         self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
@@ -740,7 +740,7 @@ def setup_item_kernel(k, x, y, t, tile: int) -> None:
     k.wide = k.dtype != F32
     k.first = get_block_idx() * t.items_per_block
     k.count = max(0, min(t.items_per_block, t.work_items - k.first))
-    k.pipe = Pipe()
+    k.pipe = TPipe()
     k.in_x, k.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
     k.pipe.init_buffer(k.in_x, t.buffer_num, tile * k.dtype.itemsize)
     k.pipe.init_buffer(k.out_y, t.buffer_num, tile * k.dtype.itemsize)

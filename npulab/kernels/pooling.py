@@ -28,7 +28,7 @@ import numpy as np
 from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..lang import VECCALC, VECIN, VECOUT, Pipe, Queue, TBuf, get_block_idx
+from ..lang import VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, get_block_idx
 from .norm import BLOCK_BYTES, F32, check_float, copy
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
@@ -172,7 +172,7 @@ class KernelPool:
         self.pad_value = -np.inf if t.mode == "max" else 0.0
         per_block = BLOCK_BYTES // self.dtype.itemsize
         self.plane = t.rows * t.row_stride
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
         self.pipe.init_buffer(self.in_x, t.buffer_num, (self.plane + per_block) * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_y, t.buffer_num, self.out * self.dtype.itemsize)

@@ -16,7 +16,7 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import RaceError
 from ..kernels.elementwise import BLOCK_BYTES, QUEUES_PER_TILE, KernelAdd, add_tiling, run_add
-from ..lang import (PIPE_MTE2, PIPE_V, VECCALC, Pipe, TBuf, data_copy, launch, set_flag,
+from ..lang import (PIPE_MTE2, PIPE_V, VECCALC, TPipe, TBuf, data_copy, launch, set_flag,
                     wait_flag)
 
 CHIP = "teach"
@@ -48,7 +48,7 @@ def run_kernel_class(cls=KernelAdd, x=None, y=None, chip: str = CHIP, buffer_num
 def add_one_tile_racy(x, y, z):
     """z = x + y for one tile, in UB scratch space (a TBuf: no queues, so no automatic flags)."""
     n = x.size
-    pipe = Pipe()
+    pipe = TPipe()
     work = TBuf(VECCALC, "work")
     pipe.init_buffer(work, 3 * n * 2)
     ub = work.get(np.float16)

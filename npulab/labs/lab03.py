@@ -18,7 +18,7 @@ from .. import lang
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..kernels.elementwise import BLOCK_BYTES, AddTiling, add_kernel, add_tiling
-from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, get_block_idx, launch
+from ..lang import VECIN, VECOUT, TPipe, Queue, data_copy, get_block_idx, launch
 from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 CHIP = "teach"
@@ -103,7 +103,7 @@ class KernelRowScale:
         c = t.cols
         self.x_gm, self.z_gm, self.gamma_gm = x[r0 * c:(r0 + self.rows) * c], z[r0 * c:(r0 + self.rows) * c], gamma
         self.dtype = x.dtype
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_g = Queue(VECIN, "gamma")
         self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
         rb = row_bytes(c, self.dtype)

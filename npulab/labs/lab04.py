@@ -26,7 +26,7 @@ import numpy as np
 from .. import lang
 from ..chips import get_chip
 from ..kernels.elementwise import BLOCK_BYTES, run_add
-from ..lang import VECIN, VECOUT, Pipe, Queue, data_copy, get_block_idx, launch
+from ..lang import VECIN, VECOUT, TPipe, Queue, data_copy, get_block_idx, launch
 from ..arch import ceil_div, round_up
 
 CHIP = "teach"
@@ -99,7 +99,7 @@ class SiluSingle(SiluStages):
         self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
         self.dtype = x.dtype
         self.tile = tiling.ub_bytes // (2 * 1) // 32 * 32 // self.dtype.itemsize   # 2 queues x 1 slot
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
         self.pipe.init_buffer(self.in_x, 1, self.tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_z, 1, self.tile * self.dtype.itemsize)
@@ -114,7 +114,7 @@ class SiluDouble(SiluStages):
         self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
         self.dtype = x.dtype
         self.tile = tiling.ub_bytes // (2 * 2) // 32 * 32 // self.dtype.itemsize   # 2 queues x 2 slots
-        self.pipe = Pipe()
+        self.pipe = TPipe()
         self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
         self.pipe.init_buffer(self.in_x, 2, self.tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_z, 2, self.tile * self.dtype.itemsize)
@@ -129,7 +129,7 @@ def silu_kernel(buffer_num: int, tile: int) -> type:
             self.length = min(tiling.block_factor, tiling.total - start)
             self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
             self.dtype, self.tile = x.dtype, tile
-            self.pipe = Pipe()
+            self.pipe = TPipe()
             self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
             for q in (self.in_x, self.out_z):
                 self.pipe.init_buffer(q, buffer_num, tile * self.dtype.itemsize)

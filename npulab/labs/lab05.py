@@ -22,7 +22,7 @@ from .. import formats as F
 from ..kernels import autotune, bench
 from ..kernels.matmul import run_matmul
 from ..kernels.matmul_tiling import default_tiling, make_tiling
-from ..lang import A1, A2, B1, B2, CO1, Pipe, Queue, data_copy_nd2nz, fixpipe, launch, load_data, mmad
+from ..lang import A1, A2, B1, B2, CO1, TPipe, Queue, data_copy_nd2nz, fixpipe, launch, load_data, mmad
 from ..arch import ceil_div, round_up
 
 SEED = 0
@@ -91,7 +91,7 @@ def kloop_kernel(k_loop):
     then FixPipe writes C to GM."""
 
     def kernel(a_gm, b_gm, c_gm, m, n, k, k0):
-        pipe = Pipe()
+        pipe = TPipe()
         a1q, b1q = Queue(A1, "a_l1"), Queue(B1, "b_l1")               # GM -> L1 (MTE2)
         a2q, b2q = Queue(A2, "a_l0a"), Queue(B2, "b_l0b")             # L1 -> L0A / L0B (MTE1)
         cq = Queue(CO1, "c_l0c")                                      # L0C: cube -> FixPipe

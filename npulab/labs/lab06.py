@@ -18,12 +18,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .. import formats as F
 from ..chips import get_chip
 from ..kernels import bench_conv
 from ..kernels.conv import make_problem, pack_input, simulate
 from ..kernels.conv_tiling import block_work, default_tiling, map_copies, tile_boxes
-from ..lang import A1, A2, Pipe, Queue, launch
+from ..lang import A1, A2, TPipe, Queue, launch
 from ..lang.conv_load import Fmatrix, data_copy_strided, load_3d
 from ..sim.cost import macs_per_cycle
 from ..sim.isa import Kind
@@ -63,13 +64,13 @@ def img2col_on_npu(x_shape, k: int, stride: int, pad: int) -> np.ndarray:
     n, c, h, w = x_shape
     x = (np.arange(n * c * h * w) + 1).reshape(n, c, 1, h, w).astype(np.float16)   # exact up to 2048
     if n * c * h * w > 2048:
-        raise ValueError("img2col_on_npu: at most 2048 map elements (fp16 holds the indices exactly)")
+        raise ArgumentError("img2col_on_npu: at most 2048 map elements (fp16 holds the indices exactly)")
     m, kk = t.m, t.k
     boxes, c1_elems = tile_boxes(t.geom, t.batch, m, t.c0, 0)
     seen = []
 
     def kernel(x_gm):
-        pipe = Pipe()
+        pipe = TPipe()
         a1q, a2q = Queue(A1, "map_l1"), Queue(A2, "img2col_l0a")
         pipe.init_buffer(a1q, 1, t.c1 * c1_elems * 2)
         pipe.init_buffer(a2q, 1, round_up(m, 16) * kk * 2)

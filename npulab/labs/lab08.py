@@ -26,7 +26,7 @@ from ..kernels.conv_tiling import default_tiling as conv_default_tiling
 from ..kernels.matmul import BlockMmad, BlockScheduler
 from ..kernels.matmul import simulate as simulate_matmul
 from ..kernels.matmul_tiling import default_tiling, make_tiling
-from ..lang import (A1, PIPE_FIX, PIPE_MTE2, Pipe, TBuf, data_copy_pad, fixpipe, get_block_idx,
+from ..lang import (A1, PIPE_FIX, PIPE_MTE2, TPipe, TBuf, data_copy_pad, fixpipe, get_block_idx,
                     get_block_num, launch, set_flag, wait_flag)
 from .. import lang
 from ..ops.registry import dispatch
@@ -188,7 +188,7 @@ def epilogue_kernel(epilogue):
     read the bias."""
 
     def kernel(a_gm, b_gm, c_gm, bias_gm, t):
-        pipe = Pipe()
+        pipe = TPipe()
         sched = BlockScheduler(t)
         block_mmad = BlockMmad(pipe, t)
         slot_bytes = round_up(t.tile_n * 4, 32)

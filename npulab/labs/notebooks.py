@@ -21,7 +21,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .regions import has_region, split
+from ..errors import ArgumentError
+from .regions import RegionError, has_region, split
 
 KERNEL = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LANGUAGE = {"name": "python", "pygments_lexer": "ipython3"}
@@ -40,7 +41,7 @@ def sources(src_dir: Path | None = None) -> list[Path]:
     src_dir = Path(src_dir) if src_dir else repo_labs_dir() / "src"
     found = sorted(p for p in src_dir.glob("*.md") if re.match(r"^\d\d_\w+\.md$", p.name))
     if not found:
-        raise FileNotFoundError(f"no lab sources (NN_name.md) in {src_dir}")
+        raise ArgumentError(f"no lab sources (NN_name.md) in {src_dir}")
     return found
 
 
@@ -74,7 +75,7 @@ def make(path: Path):
     for i, cell in enumerate(src.cells):
         if cell.cell_type != "code":
             if has_region(cell.source):
-                raise ValueError(f"{path.name}, cell {i}: solution markers belong in code cells")
+                raise RegionError(f"{path.name}, cell {i}: solution markers belong in code cells")
             continue
         later = "\n".join(c.source for c in src.cells[i + 1:] if c.cell_type == "code")
         sol, learn = split(cell.source, f"{path.name}, cell {i}", later)

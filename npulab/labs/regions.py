@@ -23,12 +23,14 @@ import ast
 import re
 import textwrap
 
+from ..errors import NpuError
+
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 _MARKER = re.compile(r"^(\s*)(# (?:BEGIN|END) SOLUTION)\s*$")
 
 
-class RegionError(ValueError):
+class RegionError(NpuError, ValueError):
     """A lab source has a malformed solution region (unbalanced, nested, or no blank possible)."""
 
 

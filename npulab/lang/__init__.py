@@ -2,7 +2,7 @@
 
 A vector kernel reads like its Ascend C original::
 
-    pipe = Pipe()
+    pipe = TPipe()
     in_x = Queue(VECIN, "in_x"); pipe.init_buffer(in_x, 2, TILE * 2)
     x = in_x.alloc_tensor(np.float16); data_copy(x, x_gm[i * TILE:], TILE); in_x.enque(x)
     x = in_x.deque(); ...; in_x.free_tensor(x)
@@ -18,7 +18,7 @@ from .copy import data_copy, data_copy_pad
 from .cube import data_copy_nd2nz, fixpipe, load_data, mmad
 from .conv_load import data_copy_strided, fixpipe_channelwise, load_3d  # noqa: F401 (img2col path)
 from .launch import LaunchResult, launch
-from .pipe import Pipe, Queue, TBuf
+from .pipe import Queue, TBuf, TPipe
 from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
                    pipe_barrier, set_flag, wait_flag)
 from .tensor import A1, A2, B1, B2, CO1, CO2, VECCALC, VECIN, VECOUT, GlobalTensor, LocalTensor, Position
@@ -31,7 +31,7 @@ from .vector import (fused_mul_add, fused_mul_add_const, fused_mul_add_per_col, 
 
 __all__ = [
     "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
-    "Pipe", "Queue", "TBuf", "PIPE_ALL", "PIPE_FIX", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
+    "TPipe", "Queue", "TBuf", "PIPE_ALL", "PIPE_FIX", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
     "PIPE_S", "PIPE_V", "pipe_barrier", "set_flag", "wait_flag", "A1", "A2", "B1", "B2", "CO1", "CO2",
     "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "add", "adds",
     "cast", "div", "duplicate", "exp", "ln", "maxs", "mins", "mul", "muls",

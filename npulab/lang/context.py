@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from ..errors import ContextError
+
 
 @dataclass
 class KernelContext:
@@ -34,7 +36,7 @@ def stack() -> list[KernelContext]:
 def current() -> KernelContext:
     s = getattr(_local, "stack", None)
     if not s:
-        raise RuntimeError("kernel-language calls only work inside a kernel run by npulab.lang.launch(...)")
+        raise ContextError("kernel-language calls only work inside a kernel run by npulab.lang.launch(...)")
     return s[-1]
 
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..arch import DEFAULT_CHIP
+from ..errors import ArgumentError, ArgumentTypeError
 from ..sim.device import DEFAULT_BUDGET, Device
 from ..formats import deferred_moves
 from ..sim.trace import Trace
@@ -54,17 +55,17 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
     (default: all); the others are None in ``LaunchResult.outputs``.
     """
     if not callable(kernel):
-        raise TypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
+        raise ArgumentTypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
     if isinstance(block_dim, (bool, np.bool_)) or not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
-        raise ValueError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
+        raise ArgumentError(f"launch: block_dim must be a positive integer, got {block_dim!r}")
     if block_dim > MAX_BLOCK_DIM:
-        raise ValueError(f"launch: block_dim {block_dim:,} is more blocks than a launch can have: Ascend C "
+        raise ArgumentError(f"launch: block_dim {block_dim:,} is more blocks than a launch can have: Ascend C "
                          f"takes 1 to {MAX_BLOCK_DIM:,} (the kernel call's blockDim); give each block more "
                          f"work instead")
     donate = set(donate)
     for i in donate:
         if not (isinstance(i, (int, np.integer)) and 0 <= i < len(args) and isinstance(args[i], np.ndarray)):
-            raise ValueError(f"launch: donate={sorted(donate)!r} must name positions of numpy arguments "
+            raise ArgumentError(f"launch: donate={sorted(donate)!r} must name positions of numpy arguments "
                              f"(there are {len(args)} arguments)")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
                  scheduler_name=scheduler, core_type=core_type)

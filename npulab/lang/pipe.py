@@ -17,7 +17,7 @@ from collections import deque as _fifo
 
 import numpy as np
 
-from ..errors import DeadlockError, ShapeError, SyncError
+from ..errors import ArgumentTypeError, DeadlockError, ShapeError, SyncError
 from ..sim.isa import Kind, Op, flag_key
 from ..sim.isa import Pipe as HwPipe
 from ..sim.memory import AllocRecord
@@ -258,7 +258,7 @@ class TBuf:
         return LocalTensor(self.buffer, self.offset, dt, n, self.position, self.name)
 
 
-class Pipe:
+class TPipe:
     """Ascend C ``TPipe``: hands out on-chip memory to queues and TBufs for one block."""
 
     def __init__(self):
@@ -274,7 +274,7 @@ class Pipe:
             if nbytes is None:
                 buffer_num, nbytes = 1, buffer_num
         elif not isinstance(queue, _QueueSetup):
-            raise TypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
+            raise ArgumentTypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
         elif nbytes is None:
             raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")
         nbytes = as_whole(nbytes, f"init_buffer({queue.name})", "nbytes", positive=True)

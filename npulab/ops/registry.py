@@ -39,7 +39,7 @@ import numpy as np
 
 from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ArgumentError, ShapeError, UnsupportedOpError
 
 
 class TensorSpec(NamedTuple):
@@ -96,7 +96,7 @@ def register(op_type: str, family: str, tiling: Callable, run: Callable, summary
     checks the count); infer: the shape inference (see the module docstring), which lets an
     empty input give an empty output without a launch."""
     if op_type in _REGISTRY:
-        raise ValueError(f"op type {op_type!r} is already registered (family "
+        raise ArgumentError(f"op type {op_type!r} is already registered (family "
                          f"{_REGISTRY[op_type].family!r}); pick another name for a new kernel")
     op = OpDef(op_type, family, tiling, run, summary, None if inputs is None else tuple(inputs), infer)
     _REGISTRY[op_type] = op

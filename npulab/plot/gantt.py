@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.collections import PolyCollection
 
+from ..errors import ArgumentError
 from ..sim.isa import NUM_PIPES, Kind
 from ._style import PIPE_COLORS, TRACKS, merge_intervals, rect_verts
 
@@ -85,7 +86,7 @@ def _check_range(start, end, cycles):
     x0 = 0 if start is None else start
     x1 = (cycles if cycles > 0 else 1) if end is None else end
     if not x1 > x0:
-        raise ValueError(f"gantt: the cycle range needs start < end, got start={start}, end={end}")
+        raise ArgumentError(f"gantt: the cycle range needs start < end, got start={start}, end={end}")
     return float(x0), float(x1)
 
 

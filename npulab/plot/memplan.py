@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 
+from ..errors import ArgumentError
 from ..sim.memory import fmt_bytes
 from ._style import owner_colors, owner_base, rect_verts
 
@@ -41,7 +42,7 @@ def plan_tensors(tensors) -> list[PlanTensor]:
             get = t.get
         elif isinstance(t, (tuple, list)):
             if len(t) != 5:
-                raise ValueError(f"memory plan item {i}: expected (name, start, end, offset, size), "
+                raise ArgumentError(f"memory plan item {i}: expected (name, start, end, offset, size), "
                                  f"got {len(t)} values {t!r}")
             get = dict(zip(("name", "start", "end", "offset", "size"), t)).get
         else:
@@ -49,16 +50,16 @@ def plan_tensors(tensors) -> list[PlanTensor]:
         name = get("name") if get("name") is not None else get("owner")
         vals = [get(k) for k in ("start", "end", "offset", "size")]
         if name is None or any(v is None for v in vals):
-            raise ValueError(f"memory plan item {i}: needs name, start, end, offset and size; got {t!r}")
+            raise ArgumentError(f"memory plan item {i}: needs name, start, end, offset and size; got {t!r}")
         start, end, offset, size = vals
         if not all(isinstance(v, (Real, np.number)) for v in vals):
-            raise ValueError(f"memory plan item {i} ({name}): start, end, offset, size must be numbers, "
+            raise ArgumentError(f"memory plan item {i} ({name}): start, end, offset, size must be numbers, "
                              f"got {vals!r}")
         if end < start:
-            raise ValueError(f"memory plan item {i} ({name}): ends at {end} before it starts at {start}")
+            raise ArgumentError(f"memory plan item {i} ({name}): ends at {end} before it starts at {start}")
         if size <= 0 or offset < 0 or not isinstance(offset, (Integral, np.integer)) \
                 or not isinstance(size, (Integral, np.integer)):
-            raise ValueError(f"memory plan item {i} ({name}): offset must be an integer >= 0 and size "
+            raise ArgumentError(f"memory plan item {i} ({name}): offset must be an integer >= 0 and size "
                              f"an integer > 0, got offset={offset!r}, size={size!r}")
         out.append(PlanTensor(str(name), start, end, int(offset), int(size)))
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.collections import PolyCollection
 
+from ..errors import ArgumentError
 from ..sim.memory import fmt_bytes
 from ._style import BUFFERS, owner_base, owner_colors, rect_verts
 
@@ -75,7 +76,7 @@ class OccupancyData:
     def at(self, buffer: str, t) -> int:
         """Bytes of ``buffer`` live at cycle ``t`` (what the view shows; equals trace.occupancy)."""
         if buffer not in self.buffers:
-            raise ValueError(f"occupancy: unknown buffer {buffer!r}; expected one of {BUFFERS}")
+            raise ArgumentError(f"occupancy: unknown buffer {buffer!r}; expected one of {BUFFERS}")
         return self.buffers[buffer].at(t)
 
     def peaks(self) -> dict:
@@ -98,7 +99,7 @@ def used_buffers(data: "OccupancyData", buffers=None) -> list[str]:
     names = [buffers] if isinstance(buffers, str) else list(buffers)
     for b in names:
         if b not in data.buffers:
-            raise ValueError(f"occupancy: unknown buffer {b!r}; expected some of {BUFFERS} or 'used'")
+            raise ArgumentError(f"occupancy: unknown buffer {b!r}; expected some of {BUFFERS} or 'used'")
     return names
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..arch import FRACTAL_ROWS, c0_of, ceil_div
 from ..chips import ChipSpec, get_chip
+from ..errors import ArgumentError
 from .isa import Pipe
 
 #: chosen: fp32 runs 16 x 16 x 8 fractals at half the fp16 MAC rate
@@ -142,7 +143,7 @@ def peak_tflops(chip: "ChipSpec | str", unit: str) -> float:
     """The fp16 peak of the cube or of the vector unit, in TFLOPS (from the chip file)."""
     chip = get_chip(chip)
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        raise ArgumentError(f"unit must be one of {UNITS}, got {unit!r}")
     return chip.peak_fp16_tflops if unit == "cube" else chip.peak_vector_tflops_fp16
 
 

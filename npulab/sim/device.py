@@ -14,7 +14,8 @@ import numpy as np
 
 from ..arch import BUFFERS, DEFAULT_CHIP
 from ..chips import CORE_TYPES, ChipSpec, get_chip
-from ..errors import CoreTypeError, DeadlockError, InstructionBudgetError, RaceError
+from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBudgetError, RaceError,
+                      SyncError)
 from . import races
 from .cost import CostModel
 from .gm import GmTraffic
@@ -40,7 +41,7 @@ def scheduler(name: str = "cython"):
     if name == "python":
         from .timeline import schedule
         return schedule
-    raise ValueError(f"scheduler must be 'cython' or 'python', got {name!r}")
+    raise ArgumentError(f"scheduler must be 'cython' or 'python', got {name!r}")
 
 
 class _AivBuffers(dict):
@@ -164,16 +165,16 @@ class Core:
     def check_event(self, src: int, dst: int, event_id: int, what: str) -> None:
         limit = self.device.chip.event_ids
         if Pipe.ALL in (Pipe(src), Pipe(dst)):
-            raise ValueError(f"{what}: PIPE_ALL is not a pipe a flag can leave or reach; a flag goes "
+            raise SyncError(f"{what}: PIPE_ALL is not a pipe a flag can leave or reach; a flag goes "
                              f"from one pipe (S, MTE1, MTE2, MTE3, M, V, FIX) to another. To wait "
                              f"for every pipe, use pipe_barrier(PIPE_ALL)")
         if isinstance(event_id, bool) or int(event_id) != event_id:
-            raise ValueError(f"{what}: event id {event_id!r} must be a whole number")
+            raise SyncError(f"{what}: event id {event_id!r} must be a whole number")
         if not 0 <= int(event_id) < limit:
-            raise ValueError(f"{what}: event id {event_id} is out of range; chip "
+            raise SyncError(f"{what}: event id {event_id} is out of range; chip "
                              f"'{self.device.chip.name}' has event ids 0-{limit - 1}")
         if Pipe(src) == Pipe(dst):
-            raise ValueError(f"{what}: source and destination pipe are both {Pipe(src).name}; a pipe "
+            raise SyncError(f"{what}: source and destination pipe are both {Pipe(src).name}; a pipe "
                              f"is already in order with itself (use pipe_barrier for that)")
 
     def take_event(self, src: int, dst: int, owner: str) -> int:
@@ -183,7 +184,6 @@ class Core:
             if eid not in used:
                 used[eid] = owner
                 return eid
-        from ..errors import SyncError
         raise SyncError(f"{owner}: no free event id for {Pipe(src).name}->{Pipe(dst).name} on chip "
                         f"'{self.device.chip.name}' (ids 0-{self.device.chip.event_ids - 1} held by "
                         f"{', '.join(used.values())}); use fewer queues between these pipes")
@@ -216,11 +216,11 @@ class Device:
                  scheduler_name: str = "cython", core_type: str = "aic"):
         self.chip = get_chip(chip)
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+            raise ArgumentError(f"mode must be one of {MODES}, got {mode!r}")
         if block_dim < 1:
-            raise ValueError(f"block_dim must be at least 1, got {block_dim}")
+            raise ArgumentError(f"block_dim must be at least 1, got {block_dim}")
         if core_type not in CORE_TYPES:
-            raise ValueError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
+            raise ArgumentError(f"core_type must be one of {CORE_TYPES}, got {core_type!r}")
         self.mode = mode
         self.functional = mode == "functional"
         self.block_dim = block_dim

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .isa import CUBE_OPS, NUM_PIPES, RATIO_NAMES, TRACK_NAMES, VECTOR_OPS, Kind, Op, Pipe
 
 
@@ -122,7 +123,7 @@ class Trace:
         ncores = len(self.core_cycles)
         if isinstance(core, (bool, np.bool_)) or not isinstance(core, (int, np.integer)) \
                 or not 0 <= core < max(ncores, 1):
-            raise ValueError(f"{what}: core={core!r} is out of range; this trace used cores 0-{ncores - 1}")
+            raise ArgumentError(f"{what}: core={core!r} is out of range; this trace used cores 0-{ncores - 1}")
         return int(core)
 
     def busy_cycles(self, core: int | None = None) -> np.ndarray:

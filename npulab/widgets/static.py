@@ -13,6 +13,7 @@ import re
 import numpy as np
 from matplotlib import animation
 
+from ..errors import ArgumentError
 from ..plot.gantt import GanttData, GanttView
 from ..plot.occupancy import OccupancyData, OccupancyFigure, figure_height, used_buffers
 from ._render import new_figure
@@ -40,8 +41,8 @@ def jshtml(anim: animation.Animation, *, fps: float = 5) -> str:
         text = text.replace(old, stable)
     left = re.findall(r"https?://\S+", text)
     if left:
-        raise RuntimeError(f"jshtml: the exported animation still refers to {left[:3]}; "
-                           f"the static book must not fetch anything")
+        raise AssertionError(f"jshtml: the exported animation still refers to {left[:3]}; "
+                             f"the static book must not fetch anything")
     return text
 
 
@@ -53,7 +54,7 @@ def _html(text: str):
 def occupancy_frames(data: OccupancyData, frames: int) -> list[int]:
     """``frames`` cycles evenly over the run, plus each used buffer's peak time."""
     if frames < 2:
-        raise ValueError(f"occupancy_static: frames must be at least 2, got {frames}")
+        raise ArgumentError(f"occupancy_static: frames must be at least 2, got {frames}")
     ts = set(np.linspace(0, max(0, data.cycles - 1), frames).astype(int).tolist())
     ts |= {s.peak_time for s in data.buffers.values() if s.peak > 0}
     return sorted(ts)
@@ -78,7 +79,7 @@ def gantt_windows(cycles: int, frames: int, window: int | None) -> list[tuple[in
     """(start, end) of ``frames`` windows of ``window`` cycles sliding over [0, cycles]; the
     first frame is the whole run."""
     if frames < 2:
-        raise ValueError(f"gantt_static: frames must be at least 2, got {frames}")
+        raise ArgumentError(f"gantt_static: frames must be at least 2, got {frames}")
     cycles = max(1, cycles)
     window = min(cycles, window or max(1, cycles // 8))
     starts = np.linspace(0, cycles - window, frames - 1).astype(int)
@@ -108,7 +109,7 @@ def tiling_static(case, knob: str, values=None, *, fps: float = 2, **fixed):
     from .tiling_cases import explore
     params = {p.name: p for p in case.params}
     if knob not in params:
-        raise ValueError(f"tiling_static: {case.name} has no knob {knob!r}; knobs: {sorted(params)}")
+        raise ArgumentError(f"tiling_static: {case.name} has no knob {knob!r}; knobs: {sorted(params)}")
     if values is None:
         allv = params[knob].values
         values = [allv[i] for i in sorted(set(np.linspace(0, len(allv) - 1, min(12, len(allv))).astype(int)))]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipywidgets as W
 import numpy as np
 
+from ..errors import ArgumentError
 from ..plot.occupancy import OccupancyData, OccupancyFigure, figure_height, used_buffers
 from ..sim.memory import fmt_bytes
 from ._render import PngFigure, new_figure
@@ -110,9 +111,9 @@ def tiling_explorer(case: TilingCase | str = "add", **kwargs) -> TilingExplorer:
     dtype, chip)."""
     if isinstance(case, str):
         if case.lower() not in CASES:
-            raise ValueError(f"tiling_explorer: unknown case {case!r}; known: {sorted(CASES)}, "
+            raise ArgumentError(f"tiling_explorer: unknown case {case!r}; known: {sorted(CASES)}, "
                              f"or pass a TilingCase")
         case = CASES[case.lower()](**kwargs)
     elif kwargs:
-        raise ValueError(f"tiling_explorer: options {sorted(kwargs)} only apply when the case is named")
+        raise ArgumentError(f"tiling_explorer: options {sorted(kwargs)} only apply when the case is named")
     return TilingExplorer(case)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..chips import get_chip
-from ..errors import BufferOverflowError
+from ..errors import ArgumentError, BufferOverflowError
 from ..arch import ceil_div, round_up
 
 
@@ -114,7 +114,7 @@ def explore(case: TilingCase, **values) -> Exploration:
     known = {p.name for p in case.params}
     unknown = set(values) - known
     if unknown:
-        raise ValueError(f"explore: unknown knob(s) {sorted(unknown)} for {case.name}; "
+        raise ArgumentError(f"explore: unknown knob(s) {sorted(unknown)} for {case.name}; "
                          f"its knobs are {sorted(known)}")
     vals = {**case.defaults(), **values}
     demands = case.demands(**vals)
