@@ -19,8 +19,8 @@ import importlib
 
 from .chips import ChipSpec, chip_names, chips, get_chip, load_chip
 from .errors import (AlignmentError, ArgumentError, ArgumentTypeError, BufferOverflowError, ChipFileError,
-                     ContextError, CoreTypeError, DeadlockError, InstructionBudgetError, NpuError, RaceError,
-                     ShapeError, SyncError, UnsupportedOpError)
+                     ContextError, CoreTypeError, DeadlockError, ExportError, InstructionBudgetError, NpuError,
+                     RaceError, ShapeError, SyncError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 
@@ -42,5 +42,5 @@ def __dir__():
 
 __all__ = ["ChipSpec", "chip_names", "chips", "get_chip", "load_chip", "AlignmentError", "ArgumentError",
            "ArgumentTypeError", "BufferOverflowError", "ChipFileError", "ContextError", "CoreTypeError",
-           "DeadlockError", "InstructionBudgetError", "NpuError", "RaceError", "ShapeError", "SyncError",
+           "DeadlockError", "ExportError", "InstructionBudgetError", "NpuError", "RaceError", "ShapeError", "SyncError",
            "UnsupportedOpError", "__version__"]

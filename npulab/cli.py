@@ -46,9 +46,8 @@ def _info(args) -> int:
 
 
 def _bench(args) -> int:
-    from . import bench
     if args.what == "widgets":
-        from .widgets.bench import bench_widgets
+        from .bench.widgets import bench_widgets
         result = bench_widgets()
         print(json.dumps(result) if args.json else
               f"{result['instructions']:,} instructions: occupancy step "
@@ -59,13 +58,13 @@ def _bench(args) -> int:
     if args.what == "kernels":
         rows = []
         if args.family in ("matmul", "all"):
-            from .kernels.bench import bench_kernels
-            rows += bench_kernels()
+            from .bench.matmul import bench_matmul
+            rows += bench_matmul()
         if args.family in ("vector", "all"):
-            from .kernels.bench_vector import bench_vector
+            from .bench.vector import bench_vector
             rows += bench_vector()
         if args.family in ("conv", "all"):
-            from .kernels.bench_conv import bench_conv
+            from .bench.conv import bench_conv
             rows += bench_conv()
         if args.json:
             print(json.dumps(rows, indent=1))
@@ -85,7 +84,8 @@ def _bench(args) -> int:
                          if "target" in r else ""))
         return 0
     if args.what == "sim":
-        result = bench.bench_sim(args.instructions)
+        from .bench.sim import bench_sim
+        result = bench_sim(args.instructions)
         if args.json:
             print(json.dumps(result))
         else:

@@ -23,6 +23,10 @@ class ContextError(NpuError, RuntimeError):
     """A kernel-language call made outside a kernel that ``launch`` runs."""
 
 
+class ExportError(NpuError, RuntimeError):
+    """What an export would write breaks a rule of its target (an offline page fetching a URL)."""
+
+
 class ChipFileError(NpuError, ValueError):
     """A chip description file is missing, unreadable, or has a bad field."""
 

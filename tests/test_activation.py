@@ -104,7 +104,7 @@ def test_activation_errors():
 
 
 def test_bench_vector_rows_have_the_bench_fields():
-    from npulab.kernels.bench_vector import bench_vector
+    from npulab.bench.vector import bench_vector
     rows = bench_vector("teach", shape=(2, 8, 64), dtypes=(np.float32,))
     assert [(r["op"], r.get("approximate")) for r in rows] == [("LayerNorm", None), ("SoftmaxV2", None),
                                                               ("Gelu", "none"), ("Gelu", "tanh")]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import npulab
 import npulab.ops as ops
-from npulab.kernels.elementwise import add_tiling, run_add
+from npulab.kernels.elementwise import add_tiling, launch_add
 
 
 def _xy(n, dtype, seed=0):
@@ -70,7 +70,7 @@ def test_tiling_fits_ub_and_covers_every_element():
 
 def test_double_buffering_keeps_mte2_busy_on_910():
     x, y = _xy(1_000_003, np.float16)
-    _, trace = run_add(x, y, chip="910", buffer_num=2)
+    _, trace = launch_add(x, y, add_tiling(x.size, x.dtype, "910"), "910")
     s = trace.summary()
     assert s["mte2_ratio"] >= 0.80, s
     assert s["cores_used"] == 32
@@ -80,18 +80,18 @@ def test_double_buffering_keeps_mte2_busy_on_910():
 def test_single_buffering_takes_more_cycles(chip):
     x, y = _xy(200_000, np.float16)
     tile = add_tiling(x.size, x.dtype, chip, buffer_num=2).tile
-    _, double = run_add(x, y, chip=chip, buffer_num=2, tile=tile, mode="timing")
-    _, single = run_add(x, y, chip=chip, buffer_num=1, tile=tile, mode="timing")
-    _, default_single = run_add(x, y, chip="910", buffer_num=1, mode="timing")
-    _, default_double = run_add(x, y, chip="910", buffer_num=2, mode="timing")
+    _, double = launch_add(x, y, add_tiling(x.size, x.dtype, chip, 2, tile), chip, "timing")
+    _, single = launch_add(x, y, add_tiling(x.size, x.dtype, chip, 1, tile), chip, "timing")
+    _, default_single = launch_add(x, y, add_tiling(x.size, x.dtype, "910", 1), "910", "timing")
+    _, default_double = launch_add(x, y, add_tiling(x.size, x.dtype, "910"), "910", "timing")
     assert single.cycles > double.cycles
     assert default_single.cycles > default_double.cycles
 
 
 def test_timing_mode_gives_the_same_trace_as_functional():
     x, y = _xy(50_001, np.float16)
-    zf, tf = run_add(x, y, chip="teach", mode="functional")
-    zt, tt = run_add(x, y, chip="teach", mode="timing")
+    zf, tf = launch_add(x, y, add_tiling(x.size, x.dtype, "teach"), "teach", "functional")
+    zt, tt = launch_add(x, y, add_tiling(x.size, x.dtype, "teach"), "teach", "timing")
     assert zt is None and zf is not None
     assert np.array_equal(tf.start, tt.start) and np.array_equal(tf.end, tt.end)
     assert tf.summary() == {**tt.summary(), "mode": "functional"}
@@ -104,7 +104,7 @@ def test_more_cores_do_not_scale_a_memory_bound_kernel_linearly():
     cycles = {}
     for cores in (8, 32):
         variant = dataclasses.replace(chip, ai_cores=cores)
-        _, trace = run_add(x, y, chip=variant, mode="timing")
+        _, trace = launch_add(x, y, add_tiling(x.size, x.dtype, variant), variant, "timing")
         assert trace.summary()["cores_used"] == cores
         cycles[cores] = trace.cycles
     assert cycles[8] / cycles[32] < 2.0, cycles
@@ -120,7 +120,7 @@ def test_add_never_beats_the_gm_roofline(chip, cores):
         spec = dataclasses.replace(spec, ai_cores=min(cores, spec.ai_cores),
                                    vector_cores=min(cores, spec.vector_cores))
     x, y = _xy(300_000, np.float16)
-    _, trace = run_add(x, y, chip=spec, mode="timing")
+    _, trace = launch_add(x, y, add_tiling(x.size, x.dtype, spec), spec, "timing")
     s = trace.summary()
     moved = s["gm_read_bytes"] + s["gm_write_bytes"]
     assert moved / s["cycles"] <= spec.memory.gm_bytes_per_cycle

@@ -10,16 +10,17 @@ import torch
 import torch.nn.functional as TF
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tolerances import assert_close
 
 import npulab.ops as ops
 from npulab import formats as F
 from npulab.arch import round_up
 from npulab.errors import BufferOverflowError, ShapeError
 from npulab.kernels import conv as K
-from npulab.kernels.conv_tiling import (block_work, can_implement, default_tiling, enlarge, estimate_cycles,
-                                       candidates, tile_boxes)
+from npulab.kernels import search
+from npulab.kernels.conv import (block_work, can_implement, candidates, default_tiling, enlarge,
+                                 estimate_cycles, tile_boxes, tiled)
 from npulab.ops.registry import dispatcher, op_types
-from tolerances import assert_close
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
@@ -184,7 +185,7 @@ def test_pack_weight_is_fractal_z():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((40, 21, 3, 2)).astype(np.float16)
     t = K.make_problem((1, 21, 1, 5, 5), (40, 21, 1, 3, 2), np.float16)
-    packed = K.pack_weight(w[:, :, None], t, 1)
+    packed = K.pack_weight(w[:, :, None], t)
     np.testing.assert_array_equal(packed[0], F.nchw_to_fractal_z(w))
     x = rng.standard_normal((2, 21, 5, 5)).astype(np.float16)
     np.testing.assert_array_equal(K.pack_input(x[:, :, None], t)[:, 0, :, 0], F.nchw_to_nc1hwc0(x))
@@ -208,10 +209,10 @@ def test_c04_conv_matches_torch(case):
         y = ops.conv2d(x, wt, b, s, p, chip=chip)
         assert_close(y, _ref2d(x, wt, b, s, p, 1, 1), unit="cube")
     plain = default_tiling(replace(t, c04=False), "teach")
-    y_plain, _ = K.run_conv(x[:, :, None], wt[:, :, None], plain, 1,
-                            bias=None if b is None else b.astype(np.float32))
-    y_c04, _ = K.run_conv(x[:, :, None], wt[:, :, None], default_tiling(t, "teach"), 1,
-                          bias=None if b is None else b.astype(np.float32))
+    y_plain, _ = K.launch_conv(x[:, :, None], wt[:, :, None], plain,
+                               bias=None if b is None else b.astype(np.float32))
+    y_c04, _ = K.launch_conv(x[:, :, None], wt[:, :, None], default_tiling(t, "teach"),
+                             bias=None if b is None else b.astype(np.float32))
     assert_close(y_c04[:, :, 0], y_plain[:, :, 0], unit="cube")
 
 
@@ -221,7 +222,7 @@ def test_pack_weight_c04_layout():
     rng = np.random.default_rng(3)
     w = rng.standard_normal((20, 3, 1, 3, 3)).astype(np.float16)
     t = K.make_problem((1, 3, 1, 8, 8), (20, 3, 1, 3, 3), np.float16)
-    z = K.pack_weight(w, t, 1)
+    z = K.pack_weight(w, t)
     assert z.shape == (1, 48 // 16, 2, 16, 16)
     for kk in range(48):
         for nn in range(32):
@@ -267,21 +268,45 @@ def test_map_resident_matches_torch_and_reads_less(case):
     wt = rng.standard_normal((cout, cin, k, k)).astype(np.float16)
     prob = K.make_problem((n, cin, 1, h, h), (cout, cin, 1, k, k), np.float16, (1, s, s),
                           ((0, 0), (p, p), (p, p)), c04=c04)
-    t = replace(prob, tile_m=tm, tile_n=tn, block_dim=bd, c1_step=c1s, tile_k0=16, w_resident=res,
-                schedule="teams", map_resident=True)
-    y, tr = K.run_conv(x[:, :, None], wt[:, :, None], t, 1, chip="teach", check_races=True)
+    t = tiled(prob, tile_m=tm, tile_n=tn, block_dim=bd, c1_step=c1s, tile_k0=16, w_resident=res,
+              schedule="teams", map_resident=True)
+    y, tr = K.launch_conv(x[:, :, None], wt[:, :, None], t, chip="teach", check_races=True)
     assert_close(y[:, :, 0], _ref2d(x, wt, None, s, p, 1, 1), unit="cube")
-    _, tr_slab = K.run_conv(x[:, :, None], wt[:, :, None], replace(t, map_resident=False), 1,
-                            chip="teach")
+    _, tr_slab = K.launch_conv(x[:, :, None], wt[:, :, None], t.with_tiles(map_resident=False),
+                               chip="teach")
     assert tr.summary()["gm_read_bytes"] <= tr_slab.summary()["gm_read_bytes"]
     if s == 1:                                  # stride 1: neighbouring tiles share rows
         assert tr.summary()["gm_read_bytes"] < tr_slab.summary()["gm_read_bytes"]
 
 
+def test_conv2d_runs_the_tiling_it_is_given_map_resident_included():
+    """ops.conv2d(..., tiling=t) runs t's tiles, every one of them: a map-resident teams tiling
+    reads the halo rows once through the public op as it does through the kernel (a field list
+    copied by hand once dropped map_resident here), and a ConvTiles is taken as well."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 20, 10, 10)).astype(np.float16)
+    wt = rng.standard_normal((16, 20, 3, 3)).astype(np.float16)
+    prob = K.make_problem((2, 20, 1, 10, 10), (16, 20, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
+    t = tiled(prob, tile_m=16, tile_n=16, block_dim=4, c1_step=1, tile_k0=16, w_resident=True,
+              schedule="teams", map_resident=True)
+    can_implement(t, "teach")
+    y, tr = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
+    assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
+    _, direct = K.launch_conv(x[:, :, None], wt[:, :, None], t, chip="teach")
+    _, slab = K.launch_conv(x[:, :, None], wt[:, :, None], t.with_tiles(map_resident=False), chip="teach")
+    reads = tr.summary()["gm_read_bytes"]
+    assert reads == direct.summary()["gm_read_bytes"] < slab.summary()["gm_read_bytes"]
+    assert tr.cycles == direct.cycles
+    _, by_tiles = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t.tiles, return_trace=True)
+    assert by_tiles.summary()["gm_read_bytes"] == reads and by_tiles.cycles == tr.cycles
+    with pytest.raises(ShapeError, match="tiling must be None, ConvTiles or a ConvTiling"):
+        ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=(16, 16))
+
+
 def test_map_resident_needs_teams_and_2d():
     prob = K.make_problem((1, 16, 1, 8, 8), (16, 16, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
     with pytest.raises(ShapeError, match="map_resident is for schedule='teams'"):
-        can_implement(replace(prob, tile_m=16, tile_n=16, map_resident=True, block_dim=2), "teach")
+        can_implement(tiled(prob, tile_m=16, tile_n=16, map_resident=True, block_dim=2), "teach")
 
 
 def test_boxes_cover_only_what_the_tile_reads():
@@ -303,9 +328,9 @@ def test_explicit_tilings_agree(tiles):
     wt = rng.standard_normal((36, 40, 3, 3)).astype(np.float16)
     base = default_tiling(K.make_problem((3, 40, 1, 5, 5), (36, 40, 1, 3, 3), np.float16,
                                          pads=((0, 0), (1, 1), (1, 1))), "teach")
-    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=k0, w_resident=resident,
-                schedule="cyclic", ramp=0, taper=0)
-    t = replace(t, block_dim=min(2, t.core_loops))
+    t = base.with_tiles(tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=k0, w_resident=resident,
+                        schedule="cyclic", ramp=0, taper=0)
+    t = t.with_tiles(block_dim=min(2, t.core_loops))
     y, trace = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
     assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
     assert trace.block_dim == t.block_dim
@@ -320,9 +345,9 @@ def test_team_tilings_agree(tiles):
     x = rng.standard_normal((3, 40, 6, 5)).astype(np.float16)
     wt = rng.standard_normal((36, 40, 3, 3)).astype(np.float16)
     base = K.make_problem((3, 40, 1, 6, 5), (36, 40, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
-    t = replace(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=16 * k_steps, w_resident=True,
-                schedule="teams", ramp=ramp, taper=taper)
-    t = replace(t, block_dim=t.columns * (2 // t.columns if t.columns <= 2 else 1))
+    t = tiled(base, tile_m=tm, tile_n=tn, c1_step=c1_step, tile_k0=16 * k_steps, w_resident=True,
+              schedule="teams", ramp=ramp, taper=taper)
+    t = t.with_tiles(block_dim=t.columns * (2 // t.columns if t.columns <= 2 else 1))
     y, trace = ops.conv2d(x, wt, None, 1, 1, chip="teach", tiling=t, return_trace=True)
     assert_close(y, _ref2d(x, wt, None, 1, 1, 1, 1), unit="cube")
     assert trace.block_dim == t.block_dim
@@ -334,16 +359,16 @@ def test_team_tilings_agree(tiles):
         for grp, p0, m, n_idx, _ in block_work(t, b):
             for r in range(p0, p0 + m):
                 rows[(grp, n_idx, r)] = rows.get((grp, n_idx, r), 0) + 1
-    assert len(rows) == t.columns * t.m and set(rows.values()) == {1}
+    assert len(rows) == t.columns * t.problem.m and set(rows.values()) == {1}
 
 
 def test_team_runs_ramp_and_taper():
-    t = replace(K.make_problem((1, 16, 1, 32, 32), (16, 16, 1, 1, 1), np.float16), tile_m=256,
-                tile_n=16, schedule="teams", block_dim=2, ramp=1, taper=2)
+    t = tiled(K.make_problem((1, 16, 1, 32, 32), (16, 16, 1, 1, 1), np.float16), tile_m=256,
+              tile_n=16, schedule="teams", block_dim=2, ramp=1, taper=2)
     sizes = [m // 16 for _, _, m, _, _ in block_work(t, 0)]
     assert sum(sizes) == 32 and max(sizes) <= 16
     assert sizes[:2] == [1, 2] and sizes[-2:] == [4, 2]          # 1, 2, 4 ... up; ... 4, 2 down
-    even = [m // 16 for _, _, m, _, _ in block_work(replace(t, ramp=0, taper=0), 0)]
+    even = [m // 16 for _, _, m, _, _ in block_work(t.with_tiles(ramp=0, taper=0), 0)]
     assert even == [16, 16]
 
 
@@ -353,12 +378,12 @@ def test_resident_weights_cross_gm_once_per_core():
     x = np.ones((2, 32, 1, 8, 8), np.float16)
     w = np.ones((32, 32, 1, 1, 1), np.float16)
     base = K.make_problem(x.shape, w.shape, np.float16)
-    t = replace(base, tile_m=32, tile_n=32, c1_step=1, tile_k0=16, w_resident=True, schedule="teams",
-                block_dim=2)
+    t = tiled(base, tile_m=32, tile_n=32, c1_step=1, tile_k0=16, w_resident=True, schedule="teams",
+              block_dim=2)
     assert len(block_work(t, 0)) == 2                  # two tiles a core
-    _, tr = K.run_conv(x, w, t, 1, chip="teach")
+    _, tr = K.launch_conv(x, w, t, chip="teach")
     assert tr.bytes_by_route()["GM->L1"] == x.nbytes + 2 * w.nbytes
-    _, tr = K.run_conv(x, w, replace(t, w_resident=False), 1, chip="teach")
+    _, tr = K.launch_conv(x, w, t.with_tiles(w_resident=False), chip="teach")
     assert tr.bytes_by_route()["GM->L1"] == x.nbytes + 4 * w.nbytes
 
 
@@ -368,6 +393,7 @@ def test_search_beats_or_matches_the_estimate():
     t = K.make_problem((8, 64, 1, 14, 14), (128, 64, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
     picked = default_tiling(t, "910", search=True)
     best_est = min(candidates(t, "910"), key=lambda c: estimate_cycles(c, "910"))
+    assert search.rank(t, "910")[0][2] == best_est
     assert K.simulate(picked, "910").cycles <= K.simulate(best_est, "910").cycles
     assert default_tiling(t, "910", search=True) is picked          # kept in memory
 
@@ -379,7 +405,7 @@ def test_img2col_costs_mte1_not_gm():
     wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float16)
     t = default_tiling(K.make_problem((1, 16, 1, 16, 16), (16, 16, 1, 3, 3), np.float16,
                                       pads=((0, 0), (1, 1), (1, 1))), "910")
-    t = replace(t, tile_m=256, tile_n=16, c1_step=1, tile_k0=48, block_dim=1)    # one tile
+    t = t.with_tiles(tile_m=256, tile_n=16, c1_step=1, tile_k0=48, block_dim=1)    # one tile
     _, tr = ops.conv2d(x, wt, None, 1, 1, chip="910", tiling=t, return_trace=True)
     by = tr.bytes_by_route()
     assert by["GM->L1"] == x.nbytes + wt.nbytes              # the map and the weights, once
@@ -392,18 +418,18 @@ def test_timing_mode_matches_functional_cycles():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 32, 1, 9, 9)).astype(np.float16)
     w = rng.standard_normal((48, 32, 1, 3, 3)).astype(np.float16)
-    _, functional = K.run_conv(x, w, t, 1, chip="teach")
+    _, functional = K.launch_conv(x, w, t, chip="teach")
     assert K.simulate(t, "teach").cycles == functional.cycles
 
 
 def test_can_implement_names_the_buffer():
     t = K.make_problem((1, 64, 1, 56, 56), (64, 64, 1, 3, 3), np.float16, pads=((0, 0), (1, 1), (1, 1)))
-    big = replace(t, tile_m=256, tile_n=64, c1_step=4, tile_k0=64)
+    big = tiled(t, tile_m=256, tile_n=64, c1_step=4, tile_k0=64)
     with pytest.raises(BufferOverflowError, match="L0A needs .* but holds"):
         can_implement(big, "teach")
     with pytest.raises(ShapeError, match="c1_step=9 must be in 1..C1=4"):
-        can_implement(replace(big, c1_step=9), "910")
-    teams = replace(t, tile_m=64, tile_n=16, tile_k0=16, schedule="teams", block_dim=2)   # 4 columns
+        can_implement(big.with_tiles(c1_step=9), "910")
+    teams = tiled(t, tile_m=64, tile_n=16, tile_k0=16, schedule="teams", block_dim=2)   # 4 columns
     with pytest.raises(ShapeError, match="requires block_dim .2. to be a multiple of the 4 tile columns"):
         can_implement(teams, "910")
 
@@ -525,14 +551,14 @@ def test_strided_1x1_conv_reads_only_the_pixels_it_uses(case):
         x = rng.standard_normal((n, cin, d, h, w)).astype(dt)
         wt = rng.standard_normal((cout, cin, 1, 1, 1)).astype(dt)
     prob = K.make_problem(x.shape, wt.shape, dt, stride)
-    assert prob.gm_geom is not None and "strided_read" in prob.recipe()
+    assert prob.gm_geom is not None and "strided_read" in tiled(prob).recipe()
     g = prob.geom
     assert (g.d, g.h, g.w, g.stride) == (g.od, g.oh, g.ow, (1, 1, 1))
     assert (prob.x_geom.d, prob.x_geom.h, prob.x_geom.w) == (d, h, w)
     bd = 3 if schedule == "teams" else 4
-    t = replace(prob, tile_m=tm, tile_n=16, c1_step=c1s, tile_k0=prob.k0, block_dim=bd, schedule=schedule)
+    t = tiled(prob, tile_m=tm, tile_n=16, c1_step=c1s, tile_k0=prob.k0, block_dim=bd, schedule=schedule)
     can_implement(t, "teach")
-    y, tr = K.run_conv(x, wt, t, 1, chip="teach", check_races=True)
+    y, tr = K.launch_conv(x, wt, t, chip="teach", check_races=True)
     if dt == np.int8:
         ref = TF.conv3d(torch.tensor(x.astype(np.float64)), torch.tensor(wt.astype(np.float64)),
                         None, stride).numpy()
@@ -540,9 +566,9 @@ def test_strided_1x1_conv_reads_only_the_pixels_it_uses(case):
     else:
         ref = TF.conv3d(_torch(x), _torch(wt), None, stride).numpy()
         assert_close(y, ref, unit="cube")
-    used = n * t.c1 * t.c0 * g.d * g.h * g.w * x.itemsize
+    used = n * prob.c1 * prob.c0 * g.d * g.h * g.w * x.itemsize
     weights = tr.summary()["gm_read_bytes"] - used
-    assert 0 <= weights <= t.k * t.n1 * 16 * x.itemsize * t.block_dim   # the rest is weights
+    assert 0 <= weights <= prob.k * prob.n1 * 16 * x.itemsize * t.block_dim   # the rest is weights
 
 
 def test_strided_read_only_for_unpadded_1x1():

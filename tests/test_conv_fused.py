@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import npulab.ops as ops
 from npulab.errors import ShapeError
-from npulab.kernels.bench_conv import RESNET50_CONVS, conv_row, fused_vs_separate
+from npulab.bench.conv import RESNET50_CONVS, conv_row, fused_vs_separate
 from tolerances import assert_close
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

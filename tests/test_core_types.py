@@ -7,7 +7,7 @@ import npulab
 import npulab.ops as ops
 from npulab.chips import load_chip
 from npulab.errors import ChipFileError, CoreTypeError, NpuError
-from npulab.kernels.elementwise import add_kernel, add_tiling, run_add
+from npulab.kernels.elementwise import add_kernel, add_tiling, launch_add
 from npulab.lang import A1, A2, VECIN, TPipe, Queue, data_copy, launch
 
 
@@ -52,7 +52,7 @@ def test_gm_is_shared_by_the_cores_of_the_launch():
     # 48 AIV cores together never pass the HBM roofline: an Add moves 3 x its bytes at best at
     # gm_bytes_per_cycle
     x, y = _xy(48 * 64 * 1024, np.float16)
-    _, tr = run_add(x, y, chip="910b", mode="timing")
+    _, tr = launch_add(x, y, add_tiling(x.size, x.dtype, "910b"), "910b", "timing")
     assert tr.summary()["cores_used"] == 48
     assert tr.cycles >= 3 * x.nbytes / c.memory.gm_bytes_per_cycle
 
@@ -133,7 +133,7 @@ def test_aiv_launch_on_a_coupled_chip_times_like_the_old_aic_launch(chip):
     for mode in ("functional", "timing"):
         (_, _, z_aic, _), tr_aic = launch(add_kernel, t.block_dim, x, y, np.zeros_like(x), t, chip=chip,
                                           mode=mode, core_type="aic")
-        z, tr = run_add(x, y, chip=chip, mode=mode)
+        z, tr = launch_add(x, y, add_tiling(x.size, x.dtype, chip), chip, mode)
         assert tr.cycles == tr_aic.cycles
         assert np.array_equal(tr.start, tr_aic.start) and np.array_equal(tr.end, tr_aic.end)
         assert {**tr.summary(), "core_type": "aic"} == tr_aic.summary()
@@ -178,20 +178,19 @@ def test_l1_and_l0_on_an_aiv_launch_are_an_error_naming_the_core_type(chip):
 
 
 def test_matmul_cannot_run_as_an_aiv_kernel():
-    from npulab.kernels.matmul import matmul_kernel, run_matmul
-    from npulab.kernels.matmul_tiling import make_tiling
+    from npulab.kernels.matmul import MatmulProblem, launch_matmul, make_tiling, matmul_kernel
     a = np.ones((32, 32), np.float16)
-    t = make_tiling((32, 32, 32), np.float16, chip="910b")
-    c, _ = run_matmul(a, a, t, chip="910b")                   # as a cube kernel it runs
+    t = make_tiling(MatmulProblem.of((32, 32, 32), np.float16), chip="910b")
+    c, _ = launch_matmul(a, a, t, chip="910b")                # as a cube kernel it runs
     assert np.allclose(c.reshape(32, 32), 32.0)
     with pytest.raises(CoreTypeError, match="AIV core"):
-        launch(matmul_kernel, t.block_dim, a.reshape(-1), a.reshape(-1), np.zeros(32 * 32, t.out_dtype),
-               None, t, chip="910b", core_type="aiv")
+        launch(matmul_kernel, t.block_dim, a.reshape(-1), a.reshape(-1),
+               np.zeros(32 * 32, t.problem.out_dtype), None, t, chip="910b", core_type="aiv")
 
 
 # -- the bench ---------------------------------------------------------------------------------
 def test_bench_910b_layernorm_row_runs_on_the_aiv_cores():
-    from npulab.kernels.bench_vector import BERT, bench_vector
+    from npulab.bench.vector import BERT, bench_vector
     rows = bench_vector("910b", shape=BERT, dtypes=(np.float32,))
     ln = next(r for r in rows if r["op"] == "LayerNorm")
     assert (ln["chip"], ln["core_type"], ln["cores_used"], ln["tiling"]["block_dim"]) == ("910b", "aiv", 48, 48)
@@ -212,7 +211,7 @@ def test_bench_910b_layernorm_row_runs_on_the_aiv_cores():
 
 
 def test_bench_vector_default_has_910_and_910b_rows():
-    from npulab.kernels import bench_vector as bv
+    from npulab.bench import vector as bv
     import inspect
     assert inspect.signature(bv.bench_vector).parameters["chip"].default == ("910", "910b")
     rows = bv.bench_vector(("teach", "910b"), shape=(2, 8, 64), dtypes=(np.float32,))

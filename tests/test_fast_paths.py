@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from npulab import formats as F
 from npulab import lang
 from npulab.errors import DeadlockError, InstructionBudgetError, ShapeError, SyncError
-from npulab.kernels.matmul import run_matmul
-from npulab.kernels.matmul_tiling import default_tiling
+from npulab.kernels.matmul import MatmulProblem, default_tiling, launch_matmul
 from npulab.sim import stream as S
 from npulab.sim.isa import Kind, Op, Pipe
 from tests.test_trace_pins import trace_digest
@@ -90,7 +89,7 @@ def test_stream_rejects_what_is_not_a_number():
 def _matmul_digest(scheduler):
     a = np.random.default_rng(1).standard_normal((1, 70, 90)).astype(np.float16)
     b = np.random.default_rng(2).standard_normal((1, 90, 50)).astype(np.float16)
-    t = default_tiling((1, 70, 50, 90), np.float16, "910")
+    t = default_tiling(MatmulProblem(1, 70, 50, 90, "float16"), "910")
     c = np.zeros(70 * 50, np.float16)
 
     res = lang.launch(_matmul_kernel, t.block_dim, a.reshape(-1), b.reshape(-1), c, None, t,
@@ -169,13 +168,13 @@ def test_raw_widening_checks_the_fractal_shape_before_dividing_by_it():
 # -- what a launch leaves behind ---------------------------------------------------------------
 def test_launch_puts_the_garbage_collector_back_as_it_was():
     a = np.ones((1, 16, 16), np.float16)
-    t = default_tiling((1, 16, 16, 16), np.float16, "teach")
+    t = default_tiling(MatmulProblem(1, 16, 16, 16, "float16"), "teach")
     assert gc.isenabled()
-    run_matmul(a, a, t, chip="teach")
+    launch_matmul(a, a, t, chip="teach")
     assert gc.isenabled()
     gc.disable()
     try:
-        run_matmul(a, a, t, chip="teach")
+        launch_matmul(a, a, t, chip="teach")
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -271,11 +270,11 @@ def test_a_launch_leaves_no_reference_cycles():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((1, 64, 48)).astype(np.float16)
     b = rng.standard_normal((1, 48, 32)).astype(np.float16)
-    t = default_tiling((1, 64, 32, 48), np.float16, "910")
+    t = default_tiling(MatmulProblem(1, 64, 32, 48, "float16"), "910")
     gc.collect()
     gc.disable()
     try:
-        run_matmul(a, b, t, chip="910", check_races=True)
+        launch_matmul(a, b, t, chip="910", check_races=True)
         found = gc.collect()
     finally:
         gc.enable()
@@ -356,7 +355,7 @@ def test_fixpipe_into_a_numpy_argument_writes_the_launchs_copy():
     is copied on the first write, so the caller's array keeps its bytes and the output has C."""
     from npulab.kernels.matmul import matmul_kernel
     rng = np.random.default_rng(1)
-    t = default_tiling((1, 32, 48, 64), np.float16, "910")
+    t = default_tiling(MatmulProblem(1, 32, 48, 64, "float16"), "910")
     a = rng.standard_normal((32, 64)).astype(np.float16)
     b = rng.standard_normal((64, 48)).astype(np.float16)
     c = np.full(32 * 48, 7.0, np.float16)

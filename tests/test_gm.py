@@ -4,7 +4,7 @@ import pytest
 
 import npulab
 from npulab import lang
-from npulab.kernels.bench_conv import RESNET50_CONVS, conv_row, touched
+from npulab.bench.conv import RESNET50_CONVS, conv_row, touched
 from npulab.lang import VECCALC, TPipe, TBuf, data_copy
 from npulab.sim.isa import Op
 

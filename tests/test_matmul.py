@@ -1,17 +1,14 @@
 """matmul / batch_matmul against numpy, the templates' tilings, swizzle and cycle figures."""
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npulab import BufferOverflowError, ShapeError, get_chip
-from npulab.kernels import autotune
-from npulab.kernels.matmul import BlockScheduler, run_matmul, simulate
-from npulab.kernels.matmul_tiling import (TILINGS, can_implement, default_tiling, make_tiling,
-                                          problems)
+from npulab.kernels.matmul import (TILINGS, BlockScheduler, MatmulProblem, can_implement, default_tiling,
+                                   launch_matmul, make_tiling, problems, simulate)
 from npulab.ops.matmul import batch_matmul, matmul
+from npulab.sim.cost import lower_bound_cycles
 
 # tolerances against numpy with fp32 accumulation (float64 for the reference):
 # fp16 output: one rounding of the fp32 sum to fp16 (half an ulp of fp16, 2^-11 relative) plus
@@ -119,22 +116,23 @@ def test_attention_shapes():
     assert c.shape == (32, 16, 128, 128)
     ref = q.astype(np.float32) @ kt.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
-    lb = autotune.lower_bound_cycles((512, 128, 128, 64), np.float16, "910")
+    lb = lower_bound_cycles("910", 512 * 128 * 128 * 64, np.float16)
     assert lb <= trace.cycles
     assert trace.summary()["cube_flops"] == 2 * 512 * 128 * 128 * 64
 
 
 def test_seed_tiling_by_name():
     assert TILINGS["seed"][:4] == (128, 64, 32, 32)
-    t = make_tiling((4096, 4096, 4096), np.float16, "910", "seed")
+    big = MatmulProblem.of((4096, 4096, 4096), np.float16)
+    t = make_tiling(big, "910", "seed").tiles
     assert (t.tile_m, t.tile_n, t.tile_k, t.tile_k0) == (128, 64, 32, 32)
-    naive = make_tiling((4096, 4096, 4096), np.float16, "910", "naive")
+    naive = make_tiling(big, "910", "naive").tiles
     assert (naive.tile_m, naive.tile_n, naive.tile_k, naive.tile_k0) == (16, 16, 16, 16)
     assert (naive.l1_buffers, naive.l0_buffers, naive.l0c_buffers) == (1, 1, 1)
 
 
 def test_can_implement_names_buffer_demand_and_capacity():
-    t = make_tiling((4096, 4096, 4096), np.float16, "910", (256, 256, 1024, 128, 2, 2, 2))
+    t = make_tiling(MatmulProblem.of((4096, 4096, 4096), np.float16), "910", (256, 256, 1024, 128, 2, 2, 2))
     with pytest.raises(BufferOverflowError) as info:
         can_implement(t, "910")
     msg = str(info.value)
@@ -142,7 +140,7 @@ def test_can_implement_names_buffer_demand_and_capacity():
                  "L1 needs 2 MiB", "holds 1 MiB", "Fix:"):
         assert part in msg
     with pytest.raises(ShapeError, match="tile_m=24 must be a multiple of 16"):
-        can_implement(replace(t, tile_m=24), "910")
+        can_implement(t.with_tiles(tile_m=24), "910")
     with pytest.raises(BufferOverflowError, match="L0B"):
         matmul(np.ones((300, 300), np.float16), np.ones((300, 300), np.float16),
                tiling=(64, 256, 256, 128, 2, 2, 2))
@@ -152,7 +150,7 @@ def test_can_implement_names_buffer_demand_and_capacity():
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8])
 def test_default_tiling_fits_every_chip(chip, dtype):
     for shape in ((1, 1, 1), (4096, 4096, 4096), (512, 128, 128, 64), (3, 5000, 7)):
-        t = default_tiling(shape, dtype, chip)
+        t = default_tiling(MatmulProblem.of(shape, dtype), chip)
         assert problems(t, chip) == []
         assert 1 <= t.block_dim <= get_chip(chip).ai_cores
 
@@ -161,7 +159,7 @@ def test_default_tiling_fits_every_chip(chip, dtype):
 @given(batch=st.integers(1, 3), ml=st.integers(1, 12), nl=st.integers(1, 12),
        offset=st.sampled_from([1, 2, 3, 4, 8]), direction=st.sampled_from([0, 1]))
 def test_swizzle_visits_every_block_tile_once(batch, ml, nl, offset, direction):
-    t = make_tiling((batch, ml * 16, nl * 16, 16), np.float16, "910", (16, 16, 16, 16, 2, 2, 2),
+    t = make_tiling(MatmulProblem.of((batch, ml * 16, nl * 16, 16), np.float16), "910", (16, 16, 16, 16, 2, 2, 2),
                     swizzle_offset=offset, swizzle_direction=direction)
     sched = BlockScheduler(t)
     coords = [sched.block_coord(i) for i in range(sched.core_loops())]
@@ -170,21 +168,24 @@ def test_swizzle_visits_every_block_tile_once(batch, ml, nl, offset, direction):
 
 def test_utilization_never_above_one_and_swizzle_helps():
     shape = (1, 2048, 2048, 1024)
-    lb = autotune.lower_bound_cycles(shape, np.float16, "910")
-    base = default_tiling(shape, np.float16, "910")
+    problem = MatmulProblem.of(shape, np.float16)
+    lb = lower_bound_cycles("910", problem.macs, np.float16)
+    base = default_tiling(problem, "910")
+    swz = (base.tiles.swizzle_offset, base.tiles.swizzle_direction)
     cycles = {}
-    for off, d in ((1, 0), (base.swizzle_offset, base.swizzle_direction)):
-        cycles[(off, d)] = simulate(replace(base, swizzle_offset=off, swizzle_direction=d)).cycles
+    for off, d in ((1, 0), swz):
+        cycles[(off, d)] = simulate(base.with_tiles(swizzle_offset=off, swizzle_direction=d)).cycles
     for c in cycles.values():
         assert lb <= c
     # row-major order makes a wave read 16 distinct B column tiles; the swizzle shares them
-    assert cycles[(base.swizzle_offset, base.swizzle_direction)] <= cycles[(1, 0)]
+    assert cycles[swz] <= cycles[(1, 0)]
 
 
 def test_naive_is_much_slower_than_default():
     shape = (1, 256, 256, 256)
-    naive = simulate(make_tiling(shape, np.float16, "910", "naive")).cycles
-    best = simulate(default_tiling(shape, np.float16, "910")).cycles
+    problem = MatmulProblem.of(shape, np.float16)
+    naive = simulate(make_tiling(problem, "910", "naive")).cycles
+    best = simulate(default_tiling(problem, "910")).cycles
     assert naive >= 3 * best
 
 
@@ -192,8 +193,8 @@ def test_timing_and_functional_agree_on_cycles():
     rng = np.random.default_rng(6)
     a = rng.standard_normal((1, 100, 70)).astype(np.float16)
     b = rng.standard_normal((1, 70, 90)).astype(np.float16)
-    t = default_tiling((1, 100, 90, 70), np.float16, "teach")
-    _, tr_f = run_matmul(a, b, t, chip="teach")
+    t = default_tiling(MatmulProblem(1, 100, 90, 70, "float16"), "teach")
+    _, tr_f = launch_matmul(a, b, t, chip="teach")
     assert simulate(t, "teach").cycles == tr_f.cycles
 
 

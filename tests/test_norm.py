@@ -104,7 +104,8 @@ def test_norm_errors_name_the_problem():
 def test_layer_norm_gamma_beta_tile_and_per_column_forms_agree(affine, dtype):
     # gamma / beta broadcast to a whole tile (one FusedMulAdd / Mul / Add over the tile) or kept
     # as one row (the per-column forms, one instruction a group of 8 rows): the same numbers
-    from npulab.kernels.norm import launch_layer_norm, ramp_tiles
+    from npulab.kernels.norm import launch_layer_norm
+    from npulab.kernels.vector_base import ramp_tiles
     x = _rand((40, 96), dtype, 21, shift=1.5)
     w = _rand(96, dtype, 22) if affine in ("both", "weight") else None
     b = _rand(96, dtype, 23) if affine in ("both", "bias") else None

@@ -10,15 +10,15 @@ import pytest
 
 import npulab.plot as P
 from npulab import lang
-from npulab.kernels.elementwise import run_add
+from npulab.kernels.elementwise import add_tiling, launch_add
 from npulab.plot._style import merge_intervals
 from npulab.sim.device import Device
 from npulab.sim.isa import NUM_PIPES, TRACK_NAMES, Kind, Pipe
 
 
-def _add_trace(n=8192 * 4, chip="teach", mode="timing", **kw):
+def _add_trace(n=8192 * 4, chip="teach", mode="timing", buffer_num=2):
     x = np.arange(n, dtype=np.float16) % 7
-    return run_add(x, x, chip=chip, mode=mode, **kw)[1]
+    return launch_add(x, x, add_tiling(x.size, x.dtype, chip, buffer_num), chip, mode)[1]
 
 
 def _mixed_kernel(x):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from npulab import DeadlockError, _timeline
 from npulab.sim import timeline
 from npulab.sim.isa import Kind, Pipe, flag_key
-from npulab.sim.streams import random_stream, streaming_stream
+from npulab.bench.streams import random_stream, streaming_stream
 
 TWINS = {"python": timeline.schedule, "cython": _timeline.schedule}
 W, SET, WAIT, BAR = Kind.WORK, Kind.SET, Kind.WAIT, Kind.BARRIER_ALL

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from npulab.kernels.elementwise import run_add
+from npulab.kernels.elementwise import add_tiling, launch_add
 from npulab.sim.isa import Kind, Pipe
 
 TRACKS = {"SCALAR", "MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP"}
@@ -13,7 +13,7 @@ TRACKS = {"SCALAR", "MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP"}
 @pytest.fixture(scope="module")
 def trace():
     x = np.arange(10_007, dtype=np.float16)
-    _, tr = run_add(x, x, chip="teach")
+    _, tr = launch_add(x, x, add_tiling(x.size, x.dtype, "teach"), "teach")
     return tr
 
 

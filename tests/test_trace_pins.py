@@ -17,14 +17,12 @@ matmul pins did not change).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from npulab.kernels.elementwise import run_add
-from npulab.kernels.matmul import run_matmul, simulate
-from npulab.kernels.matmul_tiling import default_tiling, make_tiling
+from npulab.kernels.elementwise import add_tiling, launch_add
+from npulab.kernels.matmul import MatmulProblem, default_tiling, launch_matmul, make_tiling, simulate
 
 COLUMNS = {"core": np.int32, "pipe": np.int8, "kind": np.int8, "op": np.int16, "start": np.int64,
            "end": np.int64, "busy_end": np.int64, "nbytes": np.int64, "flops": np.int64,
@@ -62,7 +60,7 @@ def add_teach():
     rng = np.random.default_rng(1)
     x = rng.standard_normal(5000).astype(np.float16)
     y = rng.standard_normal(5000).astype(np.float16)
-    z, tr = run_add(x, y, "teach", 2, "functional", None)
+    z, tr = launch_add(x, y, add_tiling(x.size, x.dtype, "teach"), "teach", "functional")
     return tr, [z]
 
 
@@ -70,39 +68,39 @@ def add_910_single_buffer():
     rng = np.random.default_rng(2)
     x = rng.standard_normal(70_000).astype(np.float32)
     y = rng.standard_normal(70_000).astype(np.float32)
-    z, tr = run_add(x, y, "910", 1, "functional", None)
+    z, tr = launch_add(x, y, add_tiling(x.size, x.dtype, "910", 1), "910", "functional")
     return tr, [z]
 
 
 def matmul_910_bias_relu():
     a, b = _operands(300, 200, 150, np.float16, seed=3)
     bias = np.random.default_rng(4).standard_normal(200).astype(np.float32)
-    t = default_tiling((1, 300, 200, 150), np.float16, "910", has_bias=True, relu=True)
-    c, tr = run_matmul(a, b, t, bias, chip="910")          # functional, race-checked
+    t = default_tiling(MatmulProblem(1, 300, 200, 150, "float16", has_bias=True, relu=True), "910")
+    c, tr = launch_matmul(a, b, t, bias, chip="910")       # functional, race-checked
     return tr, [c]
 
 
 def matmul_910_int8_trans():
     a, b = _operands(70, 90, 130, np.int8, seed=5)
-    t = make_tiling((1, 70, 90, 130), np.int8, "910", "seed", trans_a=True, trans_b=True)
-    c, tr = run_matmul(a.transpose(0, 2, 1).copy(), b.transpose(0, 2, 1).copy(), t, chip="910")
+    t = make_tiling(MatmulProblem(1, 70, 90, 130, "int8", trans_a=True, trans_b=True), "910", "seed")
+    c, tr = launch_matmul(a.transpose(0, 2, 1).copy(), b.transpose(0, 2, 1).copy(), t, chip="910")
     return tr, [c]
 
 
 def matmul_teach_fp32_tails():
     a, b = _operands(67, 45, 131, np.float32, seed=6)
-    t = default_tiling((1, 67, 45, 131), np.float32, "teach")
-    c, tr = run_matmul(a, b, t, chip="teach")
+    t = default_tiling(MatmulProblem(1, 67, 45, 131, "float32"), "teach")
+    c, tr = launch_matmul(a, b, t, chip="teach")
     return tr, [c]
 
 
 def matmul_910_timing_4096_sampled():
-    t = default_tiling((1, 4096, 4096, 4096), np.float16, "910")
-    return simulate(replace(t, sample_loops=2), "910"), []
+    t = default_tiling(MatmulProblem(1, 4096, 4096, 4096, "float16"), "910")
+    return simulate(t, "910", sample_loops=2), []
 
 
 def matmul_910_timing_seed():
-    t = make_tiling((1, 512, 384, 640), np.float16, "910", "seed")
+    t = make_tiling(MatmulProblem(1, 512, 384, 640, "float16"), "910", "seed")
     return simulate(t, "910"), []
 
 
@@ -142,7 +140,7 @@ if __name__ == "__main__":
 def test_block_column_follows_the_blocks():
     """Blocks are recorded as runs when they start (not per instruction): each block's
     instructions carry its index and end with its 'end of block' barrier."""
-    t = make_tiling((1, 96, 64, 48), np.float16, "teach", "naive", block_dim=5)
+    t = make_tiling(MatmulProblem(1, 96, 64, 48, "float16"), "teach", "naive", block_dim=5)
     tr = simulate(t, "teach")
     for core in range(len(tr.core_cycles)):
         blocks = tr.block[tr.core == core]

@@ -135,7 +135,7 @@ def test_fused_mul_add_per_row_and_col():
 
 
 def test_ramp_tiles_cover_the_block_exactly():
-    from npulab.kernels.norm import ramp_tiles
+    from npulab.kernels.vector_base import ramp_tiles
     for total, tile, unit in ((1000, 64, 1), (128, 16, 1), (37, 8, 1), (5, 8, 1), (96, 32, 16)):
         parts = ramp_tiles(total, tile, unit)
         assert sum(parts) == total and all(0 < p <= tile for p in parts)
@@ -191,12 +191,12 @@ def test_rows_forms_fold_a_rows_halves(dtype):
     x = (X[: rows * cols] / 2).astype(dtype)
     m = x.reshape(rows, cols).astype(np.float64)
     tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float16 else dict(rtol=1e-6, atol=1e-6)
-    out, _ = run_vector(lambda d, s: lang.vector.add_rows(d, s, s[half:], rows, half, half, cols), x, dtype=dtype)
+    out, _ = run_vector(lambda d, s: lang.vector_rows.add_rows(d, s, s[half:], rows, half, half, cols), x, dtype=dtype)
     np.testing.assert_allclose(out[: rows * half].reshape(rows, half), m[:, :half] + m[:, half:], **tol)
 
     def squares(d, s):
-        lang.vector.mul_rows(d, s, s, rows, half, half, cols)
-        lang.vector.mul_add_dst_rows(d, s[half:], s[half:], rows, half, half, cols)
+        lang.vector_rows.mul_rows(d, s, s, rows, half, half, cols)
+        lang.vector_rows.mul_add_dst_rows(d, s[half:], s[half:], rows, half, half, cols)
     out, _ = run_vector(squares, x, dtype=dtype)
     np.testing.assert_allclose(out[: rows * half].reshape(rows, half), m[:, :half] ** 2 + m[:, half:] ** 2, **tol)
 
@@ -204,6 +204,6 @@ def test_rows_forms_fold_a_rows_halves(dtype):
 def test_rows_forms_check_their_operands():
     x = np.ones(64, np.float32)
     with pytest.raises(Exception, match="stride 8 is shorter than a row"):
-        run_vector(lambda d, s: lang.vector.add_rows(d, s, s, 4, 16, 8, 16), x)
+        run_vector(lambda d, s: lang.vector_rows.add_rows(d, s, s, 4, 16, 8, 16), x)
     with pytest.raises(Exception, match="must match"):
-        run_vector(lambda d, s: lang.vector.mul_rows(d, s, s.reinterpret_cast(np.int32), 2, 8), x)
+        run_vector(lambda d, s: lang.vector_rows.mul_rows(d, s, s.reinterpret_cast(np.int32), 2, 8), x)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from npulab import BufferOverflowError
-from npulab.kernels.elementwise import run_add
+from npulab.kernels.elementwise import add_tiling, launch_add
 from npulab.plot import OccupancyData, pipe_time
 from npulab.sim.memory import fmt_bytes
 from npulab.widgets import (AddCase, GanttWidget, OccupancyWidget, TilingCase, TilingExplorer, explore,
@@ -23,7 +23,7 @@ PNG = b"\x89PNG"
 @pytest.fixture(scope="module")
 def trace():
     x = np.ones(8192 * 4, np.float16)
-    return run_add(x, x, chip="teach", mode="timing")[1]
+    return launch_add(x, x, add_tiling(x.size, x.dtype, "teach"), "teach", "timing")[1]
 
 
 def test_occupancy_widget_follows_the_slider(trace):
@@ -70,7 +70,7 @@ def test_tiling_explorer_overflows_exactly_when_the_launch_raises(buffer_num):
     for tile in tiles[::3] + tiles[-1:]:
         res = explore(case, tile=tile, buffer_num=buffer_num)
         try:
-            launched = run_add(x, x, chip="teach", buffer_num=buffer_num, mode="timing", tile=tile)[1]
+            launched = launch_add(x, x, add_tiling(x.size, x.dtype, "teach", buffer_num, tile), "teach", "timing")[1]
             raised = False
         except BufferOverflowError:
             raised = True
@@ -163,7 +163,7 @@ def test_a_new_operator_plugs_in_with_an_adapter(trace):
 def test_bench_widgets_reports_json_ready_numbers():
     import json
 
-    from npulab.widgets.bench import GOAL_SECONDS, TARGET_INSTRUCTIONS, bench_widgets
+    from npulab.bench.widgets import GOAL_SECONDS, TARGET_INSTRUCTIONS, bench_widgets
     out = json.loads(json.dumps(bench_widgets(steps=2)))
     assert 0.9 * TARGET_INSTRUCTIONS <= out["instructions"] <= 1.1 * TARGET_INSTRUCTIONS
     assert out["goal_seconds"] == GOAL_SECONDS and isinstance(out["pass"], bool)

@@ -1,16 +1,25 @@
-"""The ops-nn style kernel layer: one module per operator family, each operator a host tiling
-function (a TilingData dataclass with its ``block_dim``) beside its kernel in the kernel
-language (:mod:`npulab.lang`), as ops-nn keeps ``op_host`` tiling beside ``op_kernel``.
+"""The ops-nn style kernel layer: each operator a problem (what the user asks for, checked once),
+a host tiling function (a TilingData dataclass with its ``block_dim``, derived from the problem)
+and a kernel in the kernel language (:mod:`npulab.lang`), as ops-nn keeps ``op_host`` tiling
+beside ``op_kernel``.
 
-* ``elementwise`` (Add), ``broadcast`` (Add and Mul with broadcasting), ``activation`` (ReLU,
-  GELU in its erf and tanh forms, SiLU), ``softmax`` (SoftmaxV2, any axis), ``norm``
-  (LayerNorm, RMSNorm, BatchNorm inference), ``pooling`` (MaxPool2d, AvgPool2d, Pool+Scale):
-  the vector unit;
-* ``matmul`` with ``matmul_tiling`` (MatMul, BatchMatMul, MatMul+BiasAdd(+ReLU), int8) and
-  ``conv`` with ``conv_tiling`` (Conv2d/Conv3d through img2col, ConvTranspose2d, depthwise,
-  Conv+BN+ReLU fused in FixPipe): the cube; ``autotune`` searches matmul tilings;
-* ``bench``, ``bench_vector``, ``bench_conv``: the rows of ``npulab bench kernels``.
+The vector unit:
 
-The functional API and the modules over these kernels are :mod:`npulab.ops`; kernels never
-import it.
+* :mod:`~.vector_base` (what every vector kernel shares: float dtypes, tail copies, the tiles of
+  a block's pipeline, the launch) and :mod:`~.rows` (the row kernels' base);
+* :mod:`~.elementwise` (Add), :mod:`~.broadcast` (Add and Mul with broadcasting),
+  :mod:`~.activation` (ReLU, GELU in its erf and tanh forms, SiLU), :mod:`~.softmax` (SoftmaxV2,
+  any axis), :mod:`~.norm` (LayerNorm, RMSNorm, BatchNorm inference), :mod:`~.pooling` (MaxPool2d,
+  AvgPool2d, Pool+Scale).
+
+The cube, each family a package of problem, tiling, kernel and search:
+
+* :mod:`~.matmul` (MatMul, BatchMatMul, MatMul+BiasAdd(+ReLU), int8);
+* :mod:`~.conv` (Conv2d/Conv3d through img2col, ConvTranspose2d, grouped and depthwise, a
+  per-channel epilogue in FixPipe, C04, strided reads).
+
+:mod:`~.search` is the one tiling search every family uses (rank by estimate, simulate the best,
+keep the fastest; the autotuner) and the one cache of the tilings npulab picks (in memory, and a
+JSON file on disk). The functional API and the modules over these kernels are :mod:`npulab.ops`;
+kernels never import it. The benchmarks are :mod:`npulab.bench`.
 """

@@ -30,23 +30,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, F32, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ArgumentError, ShapeError
+from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
 from ..lang import vector as V
 from ..lang.context import current
-from ..lang import VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, get_block_idx
-from .norm import BLOCK_BYTES, F32, check_float, copy, ramp_tiles
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from .vector_base import BUFFER_NUM, TILES_PER_BLOCK, check_float, copy_elements, launch_vector, ramp_tiles
 
-# split a block at least this finely: every tile pays the start-up of its vector instructions,
-# so fewer tiles would be better, but the first tile's read and the last tile's compute and
-# write-back cannot overlap anything; ~16 balances the two at BERT sizes (bench_vector)
-MIN_TILES_PER_BLOCK = 16
-# three slots a queue (triple buffering): a read takes its copy start-up on top of its bytes,
-# so with two slots the next read often starts too late to finish before the vector unit
-# wants it. In Ascend C the slot count is InitBuffer's ``num`` (uint8_t; 2 = double buffering;
-# every queue's num in a kernel adds up to at most 64: CANN API reference, TPipe::InitBuffer).
-BUFFER_NUM = 3
 ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu")
 WORK_TILES = {"relu": 0, "gelu_erf": 2, "gelu_tanh": 1, "silu": 1}    # fp32 scratch tiles
 WIDENS = {"relu": False, "gelu_erf": False, "gelu_tanh": False, "silu": True}   # fp16 default
@@ -134,7 +125,7 @@ def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_
     consts = len(CONSTS.get(activation, ())) * chip.vector.repeat_bytes     # one repeat a constant
     fit = (chip.buffers.ub - 8 * BLOCK_BYTES - consts) // per_elem // per_block * per_block
     if tile is None:
-        tile = min(fit, round_up(ceil_div(block_factor, MIN_TILES_PER_BLOCK), per_block))
+        tile = min(fit, round_up(ceil_div(block_factor, TILES_PER_BLOCK), per_block))
     elif tile <= 0 or tile % per_block or tile > fit:
         raise ShapeError(f"{activation}: tile={tile} must be a positive multiple of {per_block} "
                          f"elements and at most {fit} (what fits the UB)")
@@ -182,11 +173,11 @@ class KernelActivation:
         start = 0
         for n in ramp_tiles(self.length, self.t.tile, BLOCK_BYTES // self.dtype.itemsize, self.t.ramp):
             x = self.in_x.alloc_tensor(self.dtype)
-            copy(x, self.x_gm[start:], n)
+            copy_elements(x, self.x_gm[start:], n)
             self.in_x.enque(x)
             self.compute(n)
             y = self.out_y.deque()
-            copy(self.y_gm[start:], y, n)
+            copy_elements(self.y_gm[start:], y, n)
             self.out_y.free_tensor(y)
             start += n
 
@@ -252,8 +243,4 @@ def activation_kernel(x, y, t: ActivationTiling) -> None:
 
 def launch_activation(x: np.ndarray, t: ActivationTiling, chip=DEFAULT_CHIP, mode="functional"):
     """Run an activation with a tiling the host made. Returns (y, trace)."""
-    y = np.zeros_like(x)
-    outs, trace = lang.launch(activation_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv", donate=(1,),
-                              outputs=(1,))
-    return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace
+    return launch_vector(activation_kernel, [x], x.shape, x.dtype, t, chip=chip, mode=mode)

@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..lang import VECIN, VECOUT, TPipe, Queue, get_block_idx
-from .norm import BLOCK_BYTES, check_float, copy
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..lang import VECIN, VECOUT, Queue, TPipe, get_block_idx
+from .vector_base import check_float, copy_elements, launch_vector
 
 OPS = ("add", "mul")
 
@@ -189,10 +189,10 @@ class KernelBroadcast:
     def _load(self, dst, gm, base, n, w, stride_gm):
         t = self.t
         if w == t.cols and t.row_stride == t.cols:
-            copy(dst, gm[base:], n * w)
+            copy_elements(dst, gm[base:], n * w)
         else:
             for r in range(n):
-                copy(dst[r * t.row_stride:], gm[base + r * stride_gm:], w)
+                copy_elements(dst[r * t.row_stride:], gm[base + r * stride_gm:], w)
 
     def process(self):
         t = self.t
@@ -210,15 +210,15 @@ class KernelBroadcast:
             x = self.in_x.alloc_tensor(self.dtype)
             y = self.in_y.alloc_tensor(self.dtype)
             if t.kind == "outer":
-                copy(x, self.x_gm[xb:], w)
+                copy_elements(x, self.x_gm[xb:], w)
             else:
                 self._load(x, self.x_gm, xb, n, w, t.cols)
             if t.kind == "same":
                 self._load(y, self.y_gm, yb, n, w, t.cols)
             elif t.kind == "col":
-                copy(y, self.y_gm[yb:], w)
+                copy_elements(y, self.y_gm[yb:], w)
             else:
-                copy(y, self.y_gm[yb:], n)                         # one value a row, contiguous
+                copy_elements(y, self.y_gm[yb:], n)                         # one value a row, contiguous
             self.in_x.enque(x)
             self.in_y.enque(y)
             x, y = self.in_x.deque(), self.in_y.deque()
@@ -245,10 +245,10 @@ class KernelBroadcast:
     def _store(self, z, base, n, w):
         t = self.t
         if w == t.cols and t.row_stride == t.cols:
-            copy(self.z_gm[base:], z, n * w)
+            copy_elements(self.z_gm[base:], z, n * w)
         else:
             for r in range(n):
-                copy(self.z_gm[base + r * t.cols:], z[r * t.row_stride:], w)
+                copy_elements(self.z_gm[base + r * t.cols:], z[r * t.row_stride:], w)
 
 
 def broadcast_kernel(x, y, z, t: BroadcastTiling) -> None:
@@ -259,8 +259,4 @@ def launch_broadcast(x: np.ndarray, y: np.ndarray, t: BroadcastTiling, chip=DEFA
     """z = x op y with broadcasting, using a tiling from :func:`broadcast_tiling`. Returns (z, trace)."""
     if t.swapped:
         x, y = y, x
-    z = np.zeros(t.out_shape, np.dtype(t.dtype))
-    outs, trace = lang.launch(broadcast_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              np.ascontiguousarray(y).reshape(-1), z.reshape(-1), t, chip=chip, mode=mode,
-                              core_type="aiv", donate=(2,), outputs=(2,))
-    return (outs[2].reshape(t.out_shape) if outs[2] is not None else None), trace
+    return launch_vector(broadcast_kernel, [x, y], t.out_shape, t.dtype, t, chip=chip, mode=mode)

@@ -18,15 +18,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, VECTOR_DTYPES, ceil_div, round_up
 from ..chips import ChipSpec, get_chip
 from ..errors import ShapeError
-from ..lang import VECIN, VECOUT, TPipe, Queue, data_copy, data_copy_pad, get_block_idx
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..lang import VECIN, VECOUT, Queue, TPipe, get_block_idx
+from .vector_base import copy_elements, launch_vector
 
-BLOCK_BYTES = 32           # one DMA block: every tile boundary sits on one
 QUEUES_PER_TILE = 3        # x in, y in, z out
-MIN_TILES_PER_BLOCK = 8    # split a block at least this finely so the pipes can overlap
-SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32))
+MIN_TILES_PER_BLOCK = 8    # split a block at least this finely so the pipes can overlap (lab 03)
 
 
 @dataclass(frozen=True)
@@ -94,16 +93,10 @@ class KernelAdd:
             self.compute(count)
             self.copy_out(i, count)
 
-    def _copy(self, dst, src, count):
-        if count * self.dtype.itemsize % BLOCK_BYTES:
-            data_copy_pad(dst, src, count)        # a tail: pad the last 32-byte block
-        else:
-            data_copy(dst, src, count)
-
     def copy_in(self, i: int, count: int) -> None:
         x, y = self.in_x.alloc_tensor(self.dtype), self.in_y.alloc_tensor(self.dtype)
-        self._copy(x, self.x_gm[i * self.tile:], count)
-        self._copy(y, self.y_gm[i * self.tile:], count)
+        copy_elements(x, self.x_gm[i * self.tile:], count)
+        copy_elements(y, self.y_gm[i * self.tile:], count)
         self.in_x.enque(x)
         self.in_y.enque(y)
 
@@ -117,7 +110,7 @@ class KernelAdd:
 
     def copy_out(self, i: int, count: int) -> None:
         z = self.out_z.deque()
-        self._copy(self.z_gm[i * self.tile:], z, count)
+        copy_elements(self.z_gm[i * self.tile:], z, count)
         self.out_z.free_tensor(z)
 
 
@@ -130,7 +123,7 @@ def check_add(x_shape, x_dtype, y_shape, y_dtype) -> None:
     """Host-side input checks of Add (same shape, both float16 or both float32)."""
     if tuple(x_shape) != tuple(y_shape):
         raise ShapeError(f"add: x has shape {tuple(x_shape)} and y has {tuple(y_shape)}; they must match")
-    if np.dtype(x_dtype) != np.dtype(y_dtype) or np.dtype(x_dtype) not in SUPPORTED:
+    if np.dtype(x_dtype) != np.dtype(y_dtype) or np.dtype(x_dtype) not in VECTOR_DTYPES:
         raise ShapeError(f"add: x is {np.dtype(x_dtype)} and y is {np.dtype(y_dtype)}; both must be "
                          f"float16 or both float32")
 
@@ -139,19 +132,8 @@ def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip=DEFAULT_CHI
     """Launch the kernel with a tiling the host already made. Returns (z, trace)."""
     if x.size == 0:
         return x.copy(), None
-    z = np.zeros_like(x)
-    (_, _, zout, _), trace = lang.launch(add_kernel, tiling.block_dim, x.reshape(-1), y.reshape(-1),
-                                         z.reshape(-1), tiling, chip=chip, mode=mode, core_type="aiv",
-                                         donate=(2,), outputs=(2,))
-    out = zout.reshape(x.shape) if zout is not None else None
-    return out, trace
+    return launch_vector(add_kernel, [x, y], x.shape, x.dtype, tiling, chip=chip, mode=mode)
 
 
-def run_add(x: np.ndarray, y: np.ndarray, chip=DEFAULT_CHIP, buffer_num: int = 2, mode: str = "functional",
-            tile: int | None = None):
-    """Host side end to end: check inputs, tile, launch. Returns (z, trace)."""
-    x, y = np.asarray(x), np.asarray(y)
-    check_add(x.shape, x.dtype, y.shape, y.dtype)
-    if x.size == 0:
-        return x.copy(), None
-    return launch_add(x, y, add_tiling(x.size, x.dtype, chip, buffer_num, tile), chip, mode)
+__all__ = ["AddTiling", "add_tiling", "KernelAdd", "add_kernel", "check_add", "launch_add", "QUEUES_PER_TILE",
+           "MIN_TILES_PER_BLOCK"]

@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, F32, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..lang import VECCALC, VECIN, VECOUT, TPipe, Queue, TBuf, get_block_idx
-from .norm import BLOCK_BYTES, F32, check_float, copy
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
+from .vector_base import check_float, copy_elements, launch_vector
 
 MODES = ("max", "avg")
 
@@ -190,10 +190,10 @@ class KernelPool:
         self.assist = Queue(VECIN, "in_assist")
         self.pipe.init_buffer(self.assist, 1, self.out * 4 * (2 if scales is not None else 1) + BLOCK_BYTES)
         a = self.assist.alloc_tensor(np.int32)
-        copy(a, offsets, self.out)
+        copy_elements(a, offsets, self.out)
         if scales is not None:
             s_at = round_up(self.out, 8)
-            copy(a[s_at:].reinterpret_cast(np.float32), scales, self.out)
+            copy_elements(a[s_at:].reinterpret_cast(np.float32), scales, self.out)
         self.assist.enque(a)
         a = self.assist.deque()
         lang.adds(self.off0, a, 0, self.out)
@@ -213,7 +213,7 @@ class KernelPool:
         base = p * t.h * t.w
         top = t.padding[0]
         if t.row_stride == t.w and t.pad_left == 0:
-            copy(x[top * t.row_stride:], self.x_gm[base:], t.h * t.w)       # the whole plane at once
+            copy_elements(x[top * t.row_stride:], self.x_gm[base:], t.h * t.w)       # the whole plane at once
         else:
             for r in range(t.h):
                 lang.data_copy_pad(x[(top + r) * t.row_stride + t.pad_left:], self.x_gm[base + r * t.w:],
@@ -283,7 +283,7 @@ class KernelPool:
 
     def copy_out(self, p):
         y = self.out_y.deque()
-        copy(self.y_gm[p * self.out:], y, self.out)
+        copy_elements(self.y_gm[p * self.out:], y, self.out)
         self.out_y.free_tensor(y)
 
 
@@ -294,8 +294,5 @@ def pool_kernel(x, offsets, scales, y, t: PoolTiling) -> None:
 def launch_pool(x: np.ndarray, t: PoolTiling, chip=DEFAULT_CHIP, mode="functional"):
     """Run a pool with a tiling from :func:`pool_tiling`. Returns (y (N, C, OH, OW), trace)."""
     offsets, scales = assist_tables(t)
-    y = np.zeros((t.n, t.c, t.oh, t.ow), x.dtype)
-    outs, trace = lang.launch(pool_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1), offsets,
-                              scales, y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv",
-                              donate=(3,), outputs=(3,))
-    return (outs[3].reshape(y.shape) if outs[3] is not None else None), trace
+    return launch_vector(pool_kernel, [x, offsets, scales], (t.n, t.c, t.oh, t.ow), x.dtype, t, chip=chip,
+                         mode=mode)

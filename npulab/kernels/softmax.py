@@ -6,7 +6,7 @@ keeps every exp at or below 1, so nothing overflows (lab 07).
 Two kernels, picked by the host tiling (the ``tiling key`` of ops-nn):
 
 * **AR** (the reduced axis is the last one, rows are contiguous): a row kernel
-  (:class:`~npulab.kernels.norm.RowKernel`): ``reduce_max_rows``, ``sub_per_row``, ``exp``,
+  (:class:`~npulab.kernels.rows.RowKernel`): ``reduce_max_rows``, ``sub_per_row``, ``exp``,
   ``reduce_sum_rows``, ``reciprocal``, ``mul_per_row``.
 * **RA** (the input is (outer, R, inner) and the reduced axis R is not last): a tile holds the
   R rows of one outer index over a chunk of ``tile_inner`` columns; the max and the sum over R
@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, F32, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, TBuf
-from ..lang import vector as V
-from .norm import (BUFFER_NUM, BLOCK_BYTES, F32, RowKernel, RowTiling, _run_rows, check_float, copy,
-                   fold_halves, row_tiling, setup_item_kernel)
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..lang import vector_rows as VR
+from .rows import RowKernel, RowTiling, fold_halves, launch_rows, row_tiling
+from .vector_base import BUFFER_NUM, check_float, copy_elements, launch_vector, setup_item_kernel
 
 
 # -- AR: softmax over the last axis --------------------------------------------------------
@@ -96,7 +96,7 @@ class KernelSoftmaxAR(RowKernel):
             # rounding), into the output slot (free until the last step), so half as many
             # values are widened and summed
             half = cols // 2
-            V.add_rows(y, x, x[half:], n, half, dst_stride=half, src_stride=cols)
+            VR.add_rows(y, x, x[half:], n, half, dst_stride=half, src_stride=cols)
             lang.cast(e32, y, "none", n * half)
             lang.reduce_sum_rows(sm, e32, n, half)      # the sum in fp32
         else:
@@ -198,7 +198,7 @@ class KernelSoftmaxRA:
             base = o * t.r * t.inner + c0
             x = self.in_x.alloc_tensor(self.dtype)
             for r in range(t.r):                            # one DMA a row: rows sit inner apart in GM
-                copy(x[r * t.row_stride:], self.x_gm[base + r * t.inner:], w)
+                copy_elements(x[r * t.row_stride:], self.x_gm[base + r * t.inner:], w)
             self.in_x.enque(x)
             x = self.in_x.deque()
             y = self.out_y.alloc_tensor(self.dtype)
@@ -225,7 +225,7 @@ class KernelSoftmaxRA:
             self.out_y.enque(y)
             y = self.out_y.deque()
             for r in range(t.r):
-                copy(self.y_gm[base + r * t.inner:], y[r * t.row_stride:], w)
+                copy_elements(self.y_gm[base + r * t.inner:], y[r * t.row_stride:], w)
             self.out_y.free_tensor(y)
 
 
@@ -258,9 +258,5 @@ def softmax_tiling(shape, dtype, dim: int, chip=DEFAULT_CHIP):
 def launch_softmax(x: np.ndarray, t, chip=DEFAULT_CHIP, mode="functional"):
     """Run softmax with a tiling from :func:`softmax_tiling`. Returns (y, trace)."""
     if isinstance(t, RowTiling):
-        return _run_rows(softmax_ar_kernel, x, [], t, chip, mode)
-    y = np.zeros_like(x)
-    outs, trace = lang.launch(softmax_ra_kernel, t.block_dim, np.ascontiguousarray(x).reshape(-1),
-                              y.reshape(-1), t, chip=chip, mode=mode, core_type="aiv", donate=(1,),
-                              outputs=(1,))
-    return (outs[1].reshape(x.shape) if outs[1] is not None else None), trace
+        return launch_rows(softmax_ar_kernel, x, [], t, chip, mode)
+    return launch_vector(softmax_ra_kernel, [x], x.shape, x.dtype, t, chip=chip, mode=mode)

@@ -115,13 +115,13 @@ def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "Chip
     roofline's attainable rate it reaches."""
     import numpy as np
 
-    from ..kernels.elementwise import run_add
+    from ..kernels.elementwise import add_tiling, launch_add
     chip = get_chip(chip)
     roof = attainable_tflops(intensity_add(), chip.peak_vector_tflops_fp16, chip.gm_bandwidth_gbs)
     rows = []
     for n in sizes:
         x = np.random.default_rng(seed).standard_normal(n).astype(np.float16)
-        _, trace = run_add(x, x, chip=chip, mode="timing")
+        _, trace = launch_add(x, x, add_tiling(n, x.dtype, chip), chip, "timing")
         tflops = n / (trace.us(trace.cycles) * 1e-6) / 1e12
         rows.append({"n": n, "cycles": trace.cycles, "us": trace.us(trace.cycles), "tflops": tflops,
                      "of_roof": tflops / roof, "mte2_ratio": trace.pipe_ratios()["mte2_ratio"]})

@@ -2,7 +2,7 @@
 
 * :func:`inputs`: the seeded fp16 vectors every run of the lab uses;
 * :func:`run_kernel_class`: launch a KernelAdd-shaped class (CopyIn / Compute / CopyOut) the way
-  ``run_add`` launches the package's own;
+  ``launch_add`` launches the package's own;
 * :func:`add_one_tile_racy`: a one-tile Add that sets its flags by hand and forgets one, for
   the race-repair exercise (:func:`race_message` shows what the race detector says);
 * :func:`largest_tile`: the tile exercise 4 asks for (the largest whose queues fit UB);
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES
 from ..chips import get_chip
 from ..errors import RaceError
-from ..kernels.elementwise import BLOCK_BYTES, QUEUES_PER_TILE, KernelAdd, add_tiling, run_add
-from ..lang import (PIPE_MTE2, PIPE_V, VECCALC, TPipe, TBuf, data_copy, launch, set_flag,
-                    wait_flag)
+from ..kernels.elementwise import QUEUES_PER_TILE, KernelAdd, add_tiling, launch_add
+from ..lang import PIPE_MTE2, PIPE_V, VECCALC, TBuf, TPipe, data_copy, launch, set_flag, wait_flag
 
 CHIP = "teach"
 N = 4096                  # the Add the lab runs and the Compute-stage exercise grades
@@ -94,7 +94,7 @@ def measure(tiles=(64, 128, 256, 512, 1024), buffer_nums=(1, 2), n: int = TILE_N
         row = {"tile": tile, "block": add_tiling(n, x.dtype, chip, tile=tile).block_factor}
         for bn in buffer_nums:
             try:
-                _, tr = run_add(x, y, chip=chip, buffer_num=bn, tile=tile)
+                _, tr = launch_add(x, y, add_tiling(x.size, x.dtype, chip, bn, tile), chip)
                 row[bn] = tr.cycles
             except BufferOverflowError:
                 row[bn] = None

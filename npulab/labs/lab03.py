@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import lang
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
-from ..kernels.elementwise import BLOCK_BYTES, AddTiling, add_kernel, add_tiling
-from ..lang import VECIN, VECOUT, TPipe, Queue, data_copy, get_block_idx, launch
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..kernels.elementwise import AddTiling, add_kernel, add_tiling
+from ..lang import VECIN, VECOUT, Queue, TPipe, data_copy, get_block_idx, launch
 
 CHIP = "teach"
 TAIL_N = 5000             # the Add with tails the lab shows
@@ -162,8 +162,8 @@ def row_demand(rows_per_tile: int, cols: int, dtype, buffer_num: int = 2) -> int
 # -- exercise 3 and the measure ------------------------------------------------------------------
 def predict_tiling(chip=CHIP):
     """The matmul tiling of exercise 3 (not clamped to the problem)."""
-    from ..kernels.matmul_tiling import make_tiling
-    return make_tiling(PREDICT_SHAPE, np.float16, chip, PREDICT_RECIPE, clamp=False)
+    from ..kernels.matmul import MatmulProblem, make_tiling
+    return make_tiling(MatmulProblem.of(PREDICT_SHAPE, np.float16), chip, PREDICT_RECIPE, clamp=False)
 
 
 def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = DEFAULT_CHIP) -> list[dict]:

@@ -19,11 +19,12 @@ import textwrap
 import numpy as np
 
 from .. import formats as F
-from ..kernels import autotune, bench
-from ..kernels.matmul import run_matmul
-from ..kernels.matmul_tiling import default_tiling, make_tiling
-from ..lang import A1, A2, B1, B2, CO1, TPipe, Queue, data_copy_nd2nz, fixpipe, launch, load_data, mmad
 from ..arch import ceil_div, round_up
+from ..bench.matmul import measure
+from ..kernels import search
+from ..kernels.matmul import TILINGS, MatmulProblem, default_tiling, launch_matmul, make_tiling
+from ..lang import A1, A2, B1, B2, CO1, Queue, TPipe, data_copy_nd2nz, fixpipe, launch, load_data, mmad
+from ..sim.cost import lower_bound_cycles
 
 SEED = 0
 #: the K-loop exercise's problems: (M, N, K, K0) on the teaching chip, one core
@@ -139,14 +140,14 @@ def see_it(shape=(128, 128, 256), chip: str = "teach"):
     rng = np.random.default_rng(SEED)
     a = rng.standard_normal((1, m, k)).astype(np.float16)
     b = rng.standard_normal((1, k, n)).astype(np.float16)
-    t = default_tiling((1, m, n, k), np.float16, chip)
-    c, trace = run_matmul(a, b, t, chip=chip)
+    t = default_tiling(MatmulProblem(1, m, n, k, "float16"), chip)
+    c, trace = launch_matmul(a, b, t, chip=chip)
     return t, c[0], trace, a[0], b[0]
 
 
 def perf_tiling(recipe, shape=PERF_SHAPE, chip=PERF_CHIP):
     """make_tiling for the performance exercise's problem (tiles as given, not shrunk)."""
-    return make_tiling(shape, np.float16, chip, tuple(recipe), clamp=False)
+    return make_tiling(MatmulProblem.of(shape, np.float16), chip, tuple(recipe), clamp=False)
 
 
 #: the explorer's smallest block tile: a full simulation of smaller tiles at PERF_SHAPE issues
@@ -179,14 +180,13 @@ def perf_explorer(start=None):
     grades, starting at ``start`` (a 7-tuple recipe; default the seed tiling). Each setting
     that fits is simulated in full in timing mode, as the check does, and the verdict adds the
     check's utilization: lower bound / cycles against TARGET_UTILIZATION."""
-    from ..kernels.matmul_tiling import TILINGS
     from ..widgets.tiling import TilingExplorer
 
     class PerfExplorer(TilingExplorer):
         def update(self):
             res = super().update()
             if res.fits:
-                lb = autotune.lower_bound_cycles((1, *PERF_SHAPE), np.float16, PERF_CHIP)
+                lb = lower_bound_cycles(PERF_CHIP, MatmulProblem.of(PERF_SHAPE, np.float16).macs, np.float16)
                 util = lb / res.cycles
                 self.status.value += (f"<p>utilization, as exercise 3 grades it: lower bound {lb:,.0f} / "
                                       f"{res.cycles:,} cycles = <b>{util:.1%}</b> (target &ge; "
@@ -203,14 +203,15 @@ def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> lis
     ``tile_m``, ``tile_n`` and how often the kernel copies each byte of A (``loads_a`` = N /
     TILE_N block-tile columns) and of B (``loads_b`` = M / TILE_M rows) from GM into L1."""
     m, n, _ = shape
-    tilings = [make_tiling(shape, np.float16, chip, name) for name in ("naive", "seed")]
-    tilings.append(default_tiling(shape, np.float16, chip))
-    tilings.append(autotune.autotune(shape, np.float16, chip, limit=tune_limit, use_cache=False,
-                                     progress=False).tiling)
+    problem = MatmulProblem.of(shape, np.float16)
+    tilings = [make_tiling(problem, chip, name) for name in ("naive", "seed")]
+    tilings.append(default_tiling(problem, chip))
+    tilings.append(search.tune(problem, chip, limit=tune_limit, use_cache=False, progress=False).tiling)
     rows = []
     for t in tilings:
-        r = bench.measure(t, chip, full=False)
-        r.update(tile_m=t.tile_m, tile_n=t.tile_n, loads_a=ceil_div(n, t.tile_n), loads_b=ceil_div(m, t.tile_m),
+        r = measure(t, chip, full=False)
+        s = t.tiles
+        r.update(tile_m=s.tile_m, tile_n=s.tile_n, loads_a=ceil_div(n, s.tile_n), loads_b=ceil_div(m, s.tile_m),
                  tiling_object=t)
         rows.append(r)
     best = min(r["cycles"] for r in rows)
@@ -237,7 +238,7 @@ def print_extrapolation(rows, name: str = "seed", chip: str = PERF_CHIP) -> None
     if not r.get("estimated"):
         print(f"{name}: simulated in full ({r['cycles']:,} cycles), nothing extrapolated")
         return
-    full = bench.measure(r["tiling_object"], chip, full=True)
+    full = measure(r["tiling_object"], chip, full=True)
     print(f"{name} ({r['method']}):")
     print(f"  extrapolated      {r['cycles']:>10,} cycles, utilization {r['utilization']:.1%}")
     print(f"  simulated in full {full['cycles']:>10,} cycles, utilization {full['utilization']:.1%}")

@@ -18,18 +18,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import ArgumentError
 from .. import formats as F
+from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..bench.conv import RESNET50_CONVS, roofline_cycles
 from ..chips import get_chip
-from ..kernels import bench_conv
-from ..kernels.conv import make_problem, pack_input, simulate
-from ..kernels.conv_tiling import block_work, default_tiling, map_copies, tile_boxes
-from ..lang import A1, A2, TPipe, Queue, launch
+from ..errors import ArgumentError
+from ..kernels.conv import (block_work, buffer_demand, default_tiling, make_problem, map_copies, pack_input,
+                            simulate, tile_boxes, tiled)
+from ..lang import A1, A2, Queue, TPipe, launch
 from ..lang.conv_load import Fmatrix, data_copy_strided, load_3d
-from ..sim.cost import macs_per_cycle
+from ..sim.cost import lower_bound_cycles
 from ..sim.isa import Kind
 from ..sim.isa import Pipe as HwPipe
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
 
 SEED = 0
 C0 = 16                          # fp16: 32 bytes of channels
@@ -201,11 +201,11 @@ def inputs(shape, seed: int = SEED, dtype=np.float16) -> np.ndarray:
 
 # -- exercise 3: a conv tiling -----------------------------------------------------------------------
 def _layer(name: str):
-    return next(ly for ly in bench_conv.RESNET50_CONVS if ly[0] == name)
+    return next(ly for ly in RESNET50_CONVS if ly[0] == name)
 
 
 def layer_problem(name: str, batch: int, dtype=np.float16):
-    """The ConvTiling problem (no tiles chosen) of a ResNet-50 layer at ``batch``."""
+    """The ConvProblem (no tiles chosen) of a ResNet-50 layer at ``batch``."""
     _, cin, cout, k, s, p, h = _layer(name)
     return make_problem((batch, cin, 1, h, h), (cout, cin, 1, k, k), dtype, (1, s, s),
                         ((0, 0), (p, p), (p, p)))
@@ -219,10 +219,10 @@ def tiling_from_tuple(tiles, chip=TILING_CHIP):
     """(TILE_M, TILE_N, C1_STEP, TILE_K0, l1, l0, l0c buffers) -> the ConvTiling of exercise 3's
     layer, on every core the block tiles can use."""
     tm, tn, cs, k0, l1, l0, l0c = (int(v) for v in tiles)
-    t = replace(tiling_problem(), tile_m=tm, tile_n=tn, c1_step=cs, tile_k0=k0, l1_buffers=l1,
-                l0_buffers=l0, l0c_buffers=l0c, name="yours")
+    t = tiled(tiling_problem(), tile_m=tm, tile_n=tn, c1_step=cs, tile_k0=k0, l1_buffers=l1,
+              l0_buffers=l0, l0c_buffers=l0c, name="yours")
     cores = get_chip(chip).ai_cores
-    return replace(t, block_dim=max(1, min(cores, t.core_loops)))
+    return t.with_tiles(block_dim=max(1, min(cores, t.core_loops)))
 
 
 def simulate_tiles(t, chip=TILING_CHIP) -> tuple[int, bool]:
@@ -230,10 +230,10 @@ def simulate_tiles(t, chip=TILING_CHIP) -> tuple[int, bool]:
     SAMPLE_LOOPS block tiles a core runs its first SAMPLE_LOOPS and is scaled up: every block
     tile repeats the same instructions, so this is close, not exact (their overlap with the
     copies changes as a run goes on; lab 05 measures the difference for a matmul)."""
-    per_core = ceil_div(t.core_loops, t.block_dim)
+    per_core = ceil_div(t.core_loops, t.tiles.block_dim)
     if per_core <= SAMPLE_LOOPS:
         return int(simulate(t, chip).cycles), False
-    part = simulate(replace(t, sample_loops=SAMPLE_LOOPS), chip).cycles
+    part = simulate(t, chip, sample_loops=SAMPLE_LOOPS).cycles
     return int(round(part * per_core / SAMPLE_LOOPS)), True
 
 
@@ -241,12 +241,11 @@ def reference_tiling(chip=TILING_CHIP):
     """The default tiling function's pick for exercise 3's layer, with the weights streamed
     through L1 as a tiling tuple streams them (the default may keep a group's weights resident
     in L1 instead, which the tuple cannot ask for)."""
-    return replace(default_tiling(tiling_problem(), chip), w_resident=False, name="default, streamed")
+    return replace(default_tiling(tiling_problem(), chip).with_tiles(w_resident=False), name="default, streamed")
 
 
 def buffer_table(t, chip=TILING_CHIP) -> str:
     """What each buffer must hold for tiling ``t`` against what the chip has."""
-    from ..kernels.conv_tiling import buffer_demand
     c = get_chip(chip)
     lines = [f"{'buffer':6}  {'needs':>9}  {'holds':>9}  what"]
     for buf, (need, how) in buffer_demand(t).items():
@@ -267,14 +266,14 @@ def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = DEFA
         for b in batches:
             t = default_tiling(layer_problem(name, b), c)
             cycles = simulate(t, c).cycles
-            macs = t.m * cout * cin * k * k
-            lb = macs / (c.ai_cores * macs_per_cycle(c, np.float16))
-            roof = max(lb, bench_conv.roofline_cycles(t, c))
-            per_core = [len(block_work(t, blk)) for blk in range(t.block_dim)]
-            rows.append({"layer": name, "batch": b, "m": t.m, "n": cout, "k": t.k,
+            macs = t.problem.macs
+            lb = lower_bound_cycles(c, macs, np.float16)
+            roof = max(lb, roofline_cycles(t, c))
+            per_core = [len(block_work(t, blk)) for blk in range(t.tiles.block_dim)]
+            rows.append({"layer": name, "batch": b, "m": t.problem.m, "n": cout, "k": t.problem.k,
                          "tiles": max(per_core), "busy_cores": sum(1 for n in per_core if n),
                          "cycles": int(cycles), "utilization": lb / cycles, "roofline": lb / roof,
-                         "macs_per_byte": macs / (bench_conv.roofline_cycles(t, c) * c.memory.gm_bytes_per_cycle)})
+                         "macs_per_byte": macs / (roofline_cycles(t, c) * c.memory.gm_bytes_per_cycle)})
     return rows
 
 

@@ -15,12 +15,13 @@ import math
 
 import numpy as np
 
+from ..arch import DEFAULT_CHIP, ceil_div
 from ..chips import get_chip
 from ..kernels.activation import activation_tiling, launch_activation
-from ..kernels.norm import KernelRmsNorm, _run_rows, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
+from ..kernels.norm import KernelRmsNorm, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
+from ..kernels.rows import launch_rows
 from ..plot.idle import pipe_time
 from ..sim.isa import Kind, Pipe
-from ..arch import DEFAULT_CHIP, ceil_div
 
 SEED = 0
 #: the RMSNorm exercise: a Llama-sized hidden dimension on the 910, fp16
@@ -73,7 +74,7 @@ def vector_program(trace, core: int = 0, tile: int = 0) -> list[tuple[str, int]]
 # -- RMSNorm ---------------------------------------------------------------------------------------
 RmsNormStages = KernelRmsNorm
 """The kernel the exercise completes: CopyIn / Compute / CopyOut over tiles of whole rows
-(:class:`npulab.kernels.norm.RowKernel`); a subclass writes ``compute_rows(x32, out32, n)``."""
+(:class:`npulab.kernels.rows.RowKernel`); a subclass writes ``compute_rows(x32, out32, n)``."""
 
 
 def rms_inputs(shape=RMS_SHAPE, seed: int = SEED):
@@ -97,7 +98,7 @@ def run_rms_norm(cls, x, gamma, eps: float = RMS_EPS, chip=RMS_CHIP, mode: str =
     def kernel(x_gm, g_gm, y_gm, tt, e):
         cls(x_gm, g_gm, y_gm, tt, e).process()
 
-    return _run_rows(kernel, x, [gamma], t, chip, mode, float(eps))
+    return launch_rows(kernel, x, [gamma], t, chip, mode, float(eps))
 
 
 # -- GELU --------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 whose epilogue the learner fuses.
 
 * :func:`conv_bn_relu`: Conv+BN+ReLU as one kernel against conv, BatchNorm and ReLU apart
-  (:func:`npulab.kernels.bench_conv.fused_vs_separate`), as rows of a table;
+  (:func:`npulab.bench.conv.fused_vs_separate`), as rows of a table;
 * :func:`matmul_bias_relu`: MatMul with bias and ReLU in FixPipe against MatMul, a broadcast
   Add and a ReLU; :func:`pool_scale`: AvgPool x scale in one kernel against AvgPool then Mul;
 * :func:`epilogue_kernel`, :func:`run_epilogue`: a matmul (the lab 05 template's block
@@ -19,18 +19,16 @@ import textwrap
 
 import numpy as np
 
-from .. import formats as F
-from ..kernels import bench_conv
-from ..kernels.conv import make_problem, run_conv
-from ..kernels.conv_tiling import default_tiling as conv_default_tiling
-from ..kernels.matmul import BlockMmad, BlockScheduler
-from ..kernels.matmul import simulate as simulate_matmul
-from ..kernels.matmul_tiling import default_tiling, make_tiling
-from ..lang import (A1, PIPE_FIX, PIPE_MTE2, TPipe, TBuf, data_copy_pad, fixpipe, get_block_idx,
-                    get_block_num, launch, set_flag, wait_flag)
 from .. import lang
-from ..ops.registry import dispatch
 from ..arch import round_up
+from ..bench.conv import RESNET50_CONVS, fused_vs_separate
+from ..kernels.conv import default_tiling as conv_default_tiling
+from ..kernels.conv import launch_conv, make_problem
+from ..kernels.matmul import BlockMmad, BlockScheduler, MatmulProblem, default_tiling, make_tiling
+from ..kernels.matmul import simulate as simulate_matmul
+from ..lang import (A1, PIPE_FIX, PIPE_MTE2, TBuf, TPipe, data_copy_pad, fixpipe, get_block_idx,
+                    get_block_num, launch, set_flag, wait_flag)
+from ..ops.registry import dispatch
 
 SEED = 0
 CHIP = "910"
@@ -67,16 +65,16 @@ def _row(what, fused, parts: dict) -> dict:
 
 # -- the measurements ---------------------------------------------------------------------------
 def conv_bn_relu(batch: int = FUSED_BATCH, chip=CHIP) -> dict:
-    """bench_conv's fused-vs-separate row for its layer at ``batch`` (timing mode, fp16)."""
-    return bench_conv.fused_vs_separate(batch, chip)
+    """The conv bench's fused-vs-separate row for its layer at ``batch`` (timing mode, fp16)."""
+    return fused_vs_separate(batch, chip)
 
 
 def matmul_bias_relu(shape=LINEAR_SHAPE, chip=CHIP) -> dict:
     """y = relu(x W + b), fp16: one matmul kernel with bias and ReLU in FixPipe, against a matmul
     kernel, a broadcast Add kernel and a ReLU kernel (timing mode, default tilings)."""
     m, n, k = shape
-    fused_t = default_tiling((1, m, n, k), np.float16, chip, has_bias=True, relu=True)
-    plain_t = default_tiling((1, m, n, k), np.float16, chip)
+    fused_t = default_tiling(MatmulProblem(1, m, n, k, "float16", has_bias=True, relu=True), chip)
+    plain_t = default_tiling(MatmulProblem(1, m, n, k, "float16"), chip)
     fused = simulate_matmul(fused_t, chip)
     mm = simulate_matmul(plain_t, chip)
     y = np.zeros((m, n), np.float16)
@@ -119,14 +117,14 @@ def print_conv_row(r: dict) -> None:
 # -- Conv+BN+ReLU bytes (the arithmetic exercise's truth, from the simulator) -------------------
 def layer_output_bytes(name: str = BYTES_LAYER, batch: int = BYTES_BATCH) -> int:
     """Bytes of the layer's fp16 output tensor."""
-    _, cin, cout, k, s, p, h = next(ly for ly in bench_conv.RESNET50_CONVS if ly[0] == name)
+    _, cin, cout, k, s, p, h = next(ly for ly in RESNET50_CONVS if ly[0] == name)
     ho = (h + 2 * p - k) // s + 1
     return batch * cout * ho * ho * 2
 
 
 def simulated_bytes_saved(name: str = BYTES_LAYER, batch: int = BYTES_BATCH, chip=CHIP) -> int:
     """Separate minus fused GM bytes of Conv+BN+ReLU on the layer, from the simulator."""
-    r = bench_conv.fused_vs_separate(batch, chip, layer_name=name)
+    r = fused_vs_separate(batch, chip, layer_name=name)
     return int(r["separate_gm_bytes"] - r["gm_bytes"])
 
 
@@ -166,8 +164,8 @@ def run_conv_bn_relu(x, w, scale, offset, chip: str = "teach"):
                      np.float16, (1, 1, 1), ((0, 0), (1, 1), (1, 1)), scale="channel", has_offset=True,
                      relu=True)
     t = conv_default_tiling(t, chip)
-    y, _ = run_conv(x[:, :, None], w[:, :, None], t, 1, scale=np.asarray(scale, np.float32),
-                    offset=np.asarray(offset, np.float32), chip=chip)
+    y, _ = launch_conv(x[:, :, None], w[:, :, None], t, scale=np.asarray(scale, np.float32),
+                       offset=np.asarray(offset, np.float32), chip=chip)
     return y[:, :, 0]
 
 
@@ -188,10 +186,11 @@ def epilogue_kernel(epilogue):
     read the bias."""
 
     def kernel(a_gm, b_gm, c_gm, bias_gm, t):
+        p, tn = t.problem, t.tiles.tile_n
         pipe = TPipe()
         sched = BlockScheduler(t)
         block_mmad = BlockMmad(pipe, t)
-        slot_bytes = round_up(t.tile_n * 4, 32)
+        slot_bytes = round_up(tn * 4, 32)
         bias_l1 = TBuf(A1, "bias_l1")
         pipe.init_buffer(bias_l1, slot_bytes * BIAS_SLOTS)
         used = [False] * BIAS_SLOTS
@@ -205,12 +204,12 @@ def epilogue_kernel(epilogue):
             if used[s]:
                 wait_flag(PIPE_FIX, PIPE_MTE2, s)              # FixPipe is done with this slot
             bias = bias_l1.get(np.float32)[s * slot_bytes // 4:]
-            data_copy_pad(bias, bias_gm[n_idx * t.tile_n:], n)  # MTE2: the tile's bias -> L1
+            data_copy_pad(bias, bias_gm[n_idx * tn:], n)       # MTE2: the tile's bias -> L1
             set_flag(PIPE_MTE2, PIPE_FIX, s)
             used[s] = True
             c = block_mmad.c.deque()
-            off = m_idx * t.tile_m * t.n + n_idx * t.tile_n
-            epilogue(c_gm[off:], c, bias, s, m, n, t.n)        # <- the exercise
+            off = m_idx * t.tiles.tile_m * p.n + n_idx * tn
+            epilogue(c_gm[off:], c, bias, s, m, n, p.n)        # <- the exercise
             block_mmad.c.free_tensor(c)
         for s in range(BIAS_SLOTS):
             if used[s]:
@@ -221,7 +220,7 @@ def epilogue_kernel(epilogue):
 
 def epilogue_tiling(shape=EPI_SHAPE, chip=CHIP):
     m, n, k = shape
-    return make_tiling((1, m, n, k), np.float16, chip, EPI_RECIPE, has_bias=True, relu=True)
+    return make_tiling(MatmulProblem(1, m, n, k, "float16", has_bias=True, relu=True), chip, EPI_RECIPE)
 
 
 def epilogue_inputs(shape=EPI_SHAPE, seed: int = SEED):
@@ -237,16 +236,17 @@ def run_epilogue(epilogue, shape=EPI_SHAPE, chip=CHIP, mode: str = "functional")
     """Run the matmul with ``epilogue`` on fp16 A (m, k), B (k, n) and an fp32 bias. Returns
     (C fp16 (m, n) or None in timing mode, trace, (a, b, bias))."""
     t = epilogue_tiling(shape, chip)
+    p = t.problem
     a, b, bias = epilogue_inputs(shape)
     if mode == "functional":
-        args = [a.reshape(-1), b.reshape(-1), np.zeros(t.m * t.n, np.float16), bias]
+        args = [a.reshape(-1), b.reshape(-1), np.zeros(p.m * p.n, np.float16), bias]
     else:
         GT = lang.GlobalTensor
         args = [GT.empty(a.size, np.float16, "arg0"), GT.empty(b.size, np.float16, "arg1"),
-                GT.empty(t.m * t.n, np.float16, "arg2"), GT.empty(t.n, np.float32, "arg3")]
-    res = launch(epilogue_kernel(epilogue), t.block_dim, *args, t, chip=chip, mode=mode)
+                GT.empty(p.m * p.n, np.float16, "arg2"), GT.empty(p.n, np.float32, "arg3")]
+    res = launch(epilogue_kernel(epilogue), t.tiles.block_dim, *args, t, chip=chip, mode=mode)
     c = res.outputs[2]
-    return (c.reshape(t.m, t.n) if c is not None else None), res.trace, (a, b, bias)
+    return (c.reshape(p.m, p.n) if c is not None else None), res.trace, (a, b, bias)
 
 
 def epilogue_reference_output(a, b, bias) -> np.ndarray:

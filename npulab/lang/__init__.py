@@ -22,12 +22,13 @@ from .pipe import Queue, TBuf, TPipe
 from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
                    pipe_barrier, set_flag, wait_flag)
 from .tensor import A1, A2, B1, B2, CO1, CO2, VECCALC, VECIN, VECOUT, GlobalTensor, LocalTensor, Position
+from . import vector_rows  # noqa: F401 (npulab.lang.vector_rows: the 2-D forms)
 from .vector import (abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, min, mins, mul, muls,
                      reciprocal, reduce_max, reduce_sum, relu, sqrt, sub)
-from .vector import (add_per_col, add_per_row, div_per_row, gather, max_per_col, mul_per_col,
-                     mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col, sub_per_row)
-from .vector import (fused_mul_add, fused_mul_add_const, fused_mul_add_per_col, fused_mul_add_per_row,
-                     mul_add_dst)
+from .vector import fused_mul_add, fused_mul_add_const, gather, mul_add_dst
+from .vector_rows import (add_per_col, add_per_row, div_per_row, fused_mul_add_per_col, fused_mul_add_per_row,
+                          max_per_col, mul_per_col, mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col,
+                          sub_per_row)
 
 __all__ = [
     "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",

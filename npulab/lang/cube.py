@@ -25,7 +25,6 @@ reads the L0C tile, so a K loop costs one BLAS call instead of one per step.
 """
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
@@ -495,7 +494,6 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
             np.copyto(out, res, casting="unsafe")
     nbytes = m * n * dst.itemsize
     level = "GM" if to_gm else dst.buffer.name
-    e = dev.chip.energy
     reads = [src.byte_range(m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS)] + [v.byte_range(n) for v in vecs]
     wr = (f"GM:{dst.name}", dst.offset * dst.itemsize, (dst.offset + span) * dst.itemsize) if to_gm \
         else (dst.buffer.name, dst.offset, dst.offset + span * dst.itemsize)

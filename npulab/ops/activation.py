@@ -13,8 +13,8 @@ import numpy as np
 from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
 from ..kernels.activation import activation_tiling, launch_activation
-from ..kernels.norm import check_float
 from ..kernels.softmax import launch_softmax, softmax_tiling, split_axis
+from ..kernels.vector_base import check_float
 from .args import is_int
 from .registry import TensorSpec, dispatch, register
 

@@ -23,17 +23,15 @@ output; stride, padding, dilation are ints or tuples of ints (:mod:`npulab.ops.a
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 import numpy as np
 
-from ..arch import DEFAULT_CHIP
+from ..arch import ACC_DTYPE, DEFAULT_CHIP
 from ..errors import ShapeError
-from ..kernels.conv import conv_output_size, make_problem, run_conv
-from ..kernels.conv_tiling import ACC_DTYPE, SUPPORTED, ConvTiling, default_tiling
+from ..kernels import search
+from ..kernels.conv import ConvProblem, ConvTiles, ConvTiling, launch_conv, make_problem
 from .args import int_tuple, positive_int
 from .registry import TensorSpec, batch_of_one, dispatch, register
-
 
 # -- attribute parsing -------------------------------------------------------------------------
 
@@ -62,8 +60,6 @@ def _check_inputs(x, w, nd: int, what: str):
     if x.dtype != w.dtype:
         raise ShapeError(f"{what}: input is {x.dtype} and weight is {w.dtype}; they must have one "
                          f"dtype (float16, float32 or int8)")
-    if x.dtype not in SUPPORTED:
-        raise ShapeError(f"{what}: dtype {x.dtype} is not supported; expected float16, float32 or int8")
     if min(x.shape[1:]) == 0:
         raise ShapeError(f"{what}: the input {x.shape} has an empty channel or spatial axis; only the "
                          f"batch axis may be 0 (an empty batch gives an empty output)")
@@ -91,7 +87,7 @@ def _vector(v, cout: int, name: str, what: str, dtype) -> np.ndarray:
 
 def _epilogue(x, cout, bias, scale, out_dtype, what):
     """The vectors and flags of the epilogue: bias, dequant scale."""
-    acc = ACC_DTYPE[x.dtype]
+    acc = ACC_DTYPE.get(x.dtype, x.dtype)        # an unsupported dtype: the problem says so
     vecs = {}
     if bias is not None:
         vecs["bias"] = _vector(bias, cout, "bias", what, acc)
@@ -116,33 +112,37 @@ def _epilogue(x, cout, bias, scale, out_dtype, what):
 
 
 # -- the registered kernels -------------------------------------------------------------------
-# Each op has a problem function (specs, chip, **attrs) -> the ConvTiling of its problem, tiles
-# not chosen yet: it validates the call. The tiling function chooses the tiles (_tiled), the
-# shape inference reads the output off the problem of one batch item (_infer).
+# Each op has a problem function (specs, chip, **attrs) -> its ConvProblem: the one place a
+# call is checked (make_problem; ``what`` names the caller's op and ``nd`` its spatial axes in
+# the messages). The tiling function derives the tiling from it (_tiled), the shape inference
+# reads the output off the problem of one batch item (_infer).
 def _conv_problem(specs, chip, *, stride, pads, dilation, groups, vectors=(), scale="none",
-                  scale_value=1.0, relu=False, out_dtype=None, tiling=None):
+                  scale_value=1.0, relu=False, out_dtype=None, tiling=None, what="conv", nd=3):
     (xs, xd), (ws, _) = specs[:2]
     return make_problem(xs, ws, xd, stride, pads, dilation, groups, has_bias="bias" in vectors,
                         scale=scale, scale_value=scale_value, has_offset="offset" in vectors,
-                        relu=relu, out_dtype=out_dtype)
+                        relu=relu, out_dtype=out_dtype, what=what, nd=nd)
+
+
+def tiling_for(problem: ConvProblem, chip, tiling=None) -> ConvTiling:
+    """The tiling a conv of ``problem`` runs with: None, the tuned tiling if the problem was
+    tuned, else the default one (:func:`npulab.kernels.search.pick`); ConvTiles, or a ConvTiling
+    whose tiles are taken, on this problem."""
+    if tiling is None:
+        return search.pick(problem, chip)
+    if isinstance(tiling, ConvTiling):
+        return ConvTiling(problem, tiling.tiles, tiling.name)
+    if isinstance(tiling, ConvTiles):
+        return ConvTiling(problem, tiling)
+    raise ShapeError(f"conv: tiling must be None, ConvTiles or a ConvTiling, got {type(tiling).__name__}")
 
 
 def _tiled(problem):
-    """The tiling function of ``problem`` (same signature): the default tiling, or the tiles of
-    the ``tiling`` attribute (a ConvTiling) on this problem."""
+    """The tiling function of ``problem`` (same signature): :func:`tiling_for` of the problem
+    with the ``tiling`` attribute."""
     @functools.wraps(problem)
     def tiling_fn(specs, chip, **attrs):
-        t = problem(specs, chip, **attrs)
-        tiling = attrs.get("tiling")
-        if tiling is None:
-            return default_tiling(t, chip)
-        if not isinstance(tiling, ConvTiling):
-            raise ShapeError(f"conv: tiling must be None or a ConvTiling, got {type(tiling).__name__}")
-        tiles = {f: getattr(tiling, f) for f in ("tile_m", "tile_n", "c1_step", "tile_k0", "l1_buffers",
-                                                 "l0_buffers", "l0c_buffers", "w_resident", "block_dim",
-                                                 "swizzle_offset", "swizzle_direction", "schedule", "ramp",
-                                                 "taper", "name")}
-        return replace(t, **tiles)
+        return tiling_for(problem(specs, chip, **attrs), chip, attrs.get("tiling"))
     return tiling_fn
 
 
@@ -151,15 +151,15 @@ def _infer(problem):
     call and gives the output's (Cout, D, H, W) and dtype."""
     def infer(specs, chip, **attrs):
         x = specs[0]
-        t = problem([TensorSpec(batch_of_one(x.shape), x.dtype)] + list(specs[1:]), chip, **attrs)
-        g = t.geom
-        return TensorSpec((x.shape[0], t.cout, g.od, g.oh, g.ow), np.dtype(t.out_dtype))
+        p = problem([TensorSpec(batch_of_one(x.shape), x.dtype)] + list(specs[1:]), chip, **attrs)
+        g = p.geom
+        return TensorSpec((x.shape[0], p.cout, g.od, g.oh, g.ow), np.dtype(p.out_dtype))
     return infer
 
 
-def _conv_run(arrays, t, chip, mode, *, groups, vectors=(), **attrs):
+def _conv_run(arrays, t, chip, mode, *, vectors=(), **attrs):
     vec = dict(zip(vectors, arrays[2:]))
-    return run_conv(arrays[0], arrays[1], t, groups, chip=chip, mode=mode, **vec)
+    return launch_conv(arrays[0], arrays[1], t, chip=chip, mode=mode, **vec)
 
 
 _CONV_INPUTS = ("x", "weight", "bias?", "scale?")
@@ -215,7 +215,7 @@ def _tconv_run(arrays, t, chip, mode, *, stride, padding, output_padding, dilati
     x, w = arrays[:2]
     _, _, _, crops = _transpose_problem(x.shape, w.shape, stride, padding, output_padding, dilation, groups)
     xc, wc = _transpose_arrays(x, w, stride, crops, groups)
-    return _conv_run([xc, wc] + list(arrays[2:]), t, chip, mode, groups=groups, vectors=vectors)
+    return _conv_run([xc, wc] + list(arrays[2:]), t, chip, mode, vectors=vectors)
 
 
 register("Conv2DTranspose", "conv", _tiled(_tconv_problem), _tconv_run,
@@ -223,13 +223,15 @@ register("Conv2DTranspose", "conv", _tiled(_tconv_problem), _tconv_run,
          inputs=_CONV_INPUTS, infer=_infer(_tconv_problem))
 
 
-def _bn_problem(specs, chip, *, eps, has_bias, stride, pads, dilation, groups, relu=True, tiling=None):
+def _bn_problem(specs, chip, *, eps, has_bias, stride, pads, dilation, groups, relu=True, tiling=None,
+                what="conv2d_bn_relu", nd=3):
     vec = ("bias",) if has_bias else ()
     return _conv_problem(list(specs[:2 + len(vec)]), chip, stride=stride, pads=pads, dilation=dilation,
-                         groups=groups, vectors=vec + ("scale", "offset"), scale="channel", relu=relu)
+                         groups=groups, vectors=vec + ("scale", "offset"), scale="channel", relu=relu,
+                         what=what, nd=nd)
 
 
-def _bn_run(arrays, t, chip, mode, *, eps, has_bias, groups, **attrs):
+def _bn_run(arrays, t, chip, mode, *, eps, has_bias, **attrs):
     x, w = arrays[:2]
     rest = list(arrays[2:])
     bias = rest.pop(0) if has_bias else None
@@ -238,7 +240,7 @@ def _bn_run(arrays, t, chip, mode, *, eps, has_bias, groups, **attrs):
     vec = {"scale": s.astype(np.float32), "offset": (beta - mean * s).astype(np.float32)}
     if bias is not None:
         vec["bias"] = bias
-    return run_conv(x, w, t, groups, chip=chip, mode=mode, **vec)
+    return launch_conv(x, w, t, chip=chip, mode=mode, **vec)
 
 
 register("Conv2DBNRelu", "conv", _tiled(_bn_problem), _bn_run,
@@ -248,40 +250,29 @@ register("Conv2DBNRelu", "conv", _tiled(_bn_problem), _bn_run,
 
 
 # -- the functional interface ------------------------------------------------------------------
-def _conv_args(x, w, stride, padding, dilation, groups, nd, what):
-    """Check a conv call's arguments against its input and weight; returns (stride, pads,
-    dilation, groups) as the kernel takes them (nd-tuples, pads as (before, after) pairs)."""
+def _conv_args(w, stride, padding, dilation, groups, nd, what):
+    """A conv call's stride, padding, dilation and groups parsed as the kernel takes them
+    (nd-tuples, pads as (before, after) pairs); whether they fit the input and weight is the
+    problem's to check (make_problem, through the dispatcher)."""
     stride = int_tuple(stride, nd, "stride", what, 1)
     dilation = int_tuple(dilation, nd, "dilation", what, 1)
     groups = positive_int(groups, "groups", what)
-    cin, cout = x.shape[1], w.shape[0]
-    if cin % groups or cout % groups:
-        raise ShapeError(f"{what}: groups={groups} must divide in_channels={cin} and out_channels={cout}")
-    if w.shape[1] * groups != cin:
-        raise ShapeError(f"{what}: weight {w.shape} expects {w.shape[1] * groups} input channels "
-                         f"(weight.shape[1] x groups), the input has {cin}")
     pads = _pads(padding, nd, w.shape[2:], dilation, stride, what)
-    out = tuple(conv_output_size(sz, k, st, d, p0, p1) for sz, k, st, d, (p0, p1) in
-                zip(x.shape[2:], w.shape[2:], stride, dilation, pads))
-    span = tuple(d * (k - 1) + 1 for k, d in zip(w.shape[2:], dilation))
-    padded = tuple(sz + p0 + p1 for sz, (p0, p1) in zip(x.shape[2:], pads))
-    _check_output(what, x, w, out, f"stride {stride}, padding {padding!r}, dilation {dilation}",
-                  f"the dilated kernel must fit the padded input (dilation x (k - 1) + 1 = {span}, "
-                  f"padded input {padded}); pad more or use a smaller kernel or dilation")
     return stride, pads, dilation, groups
 
 
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, what, chip, scale,
              out_dtype, tiling, relu, return_trace):
     x, w = _check_inputs(input, weight, nd, what)
-    stride, pads, dilation, groups = _conv_args(x, w, stride, padding, dilation, groups, nd, what)
+    stride, pads, dilation, groups = _conv_args(w, stride, padding, dilation, groups, nd, what)
     vecs, mode, value, out_dtype = _epilogue(x, w.shape[0], bias, scale, out_dtype, what)
     if nd == 2:
         x, w = x[:, :, None], w[:, :, None]
         stride, dilation, pads = (1,) + stride, (1,) + dilation, ((0, 0),) + pads
     y, trace = dispatch(op, x, w, *vecs.values(), chip=chip, stride=stride, pads=pads,
                         dilation=dilation, groups=groups, vectors=tuple(vecs), scale=mode,
-                        scale_value=value, relu=bool(relu), out_dtype=out_dtype, tiling=tiling)
+                        scale_value=value, relu=bool(relu), out_dtype=out_dtype, tiling=tiling,
+                        what=what, nd=nd)
     if nd == 2:
         y = y[:, :, 0]
     return (y, trace) if return_trace else y
@@ -367,13 +358,13 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
     beta = np.zeros(cout, np.float32) if bn_bias is None else _vector(bn_bias, cout, "bn_bias", what, np.float32)
     if np.any(stats[1] + eps <= 0):
         raise ShapeError(f"{what}: running_var + eps must be positive")
-    stride, pads, dilation, groups = _conv_args(x, w, stride, padding, dilation, groups, 2, what)
+    stride, pads, dilation, groups = _conv_args(w, stride, padding, dilation, groups, 2, what)
     arrays = [x[:, :, None], w[:, :, None]]
     if bias is not None:
         arrays.append(_vector(bias, cout, "bias", what, np.float32))
     arrays += stats + [gamma, beta]
     y, trace = dispatch("Conv2DBNRelu", *arrays, chip=chip, stride=(1,) + stride, pads=((0, 0),) + pads,
-                        dilation=(1,) + dilation, groups=groups, eps=float(eps),
+                        dilation=(1,) + dilation, groups=groups, eps=float(eps), nd=2,
                         has_bias=bias is not None, relu=bool(relu), tiling=tiling)
     y = y[:, :, 0]
     return (y, trace) if return_trace else y

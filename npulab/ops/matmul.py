@@ -1,39 +1,38 @@
 """matmul and batch_matmul on the simulated NPU's cube (the interface layer over the templates).
 
-The dispatcher here picks the tiling: a tuned one from the autotuner's cache when the shape
-has been tuned (:mod:`npulab.kernels.autotune`), else the default tiling function. An empty
-M, N or batch gives an empty output, as in torch; K must be at least 1.
+The dispatcher here picks the tiling: a tuned one from the tiling cache when the shape has been
+tuned (``npulab.kernels.search.tune``), else the default tiling function
+(:func:`npulab.kernels.search.pick`). An empty M, N or batch gives an empty output, as in
+torch; K must be at least 1.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from ..arch import DEFAULT_CHIP
+from ..arch import ACC_DTYPE, CUBE_DTYPES, DEFAULT_CHIP, OUT_DTYPE
 from ..errors import ShapeError
-from ..kernels.matmul import run_matmul
-from ..kernels.matmul_tiling import (ACC_DTYPE, OUT_DTYPE, SUPPORTED, MatmulTiling, default_tiling,
-                                     make_tiling)
+from ..kernels import search
+from ..kernels.matmul import MatmulProblem, MatmulTiles, MatmulTiling, launch_matmul, make_tiling
 from .registry import TensorSpec, dispatch, register
 
 
-def _tiling_for(shape, dtype, chip, tiling, flags) -> MatmulTiling:
+def tiling_for(problem: MatmulProblem, chip, tiling=None) -> MatmulTiling:
+    """The tiling a matmul of ``problem`` runs with: ``tiling`` as the caller gave it (None: the
+    tuned tiling if the problem was tuned, else the default one; a recipe name or 7-tuple; the
+    tiles of a MatmulTiling or MatmulTiles)."""
     if isinstance(tiling, MatmulTiling):
-        t = tiling
-        if (t.batch, t.m, t.n, t.k) != shape or t.np_dtype != np.dtype(dtype):
-            raise ShapeError(f"matmul: the tiling is for (batch, M, N, K) = {(t.batch, t.m, t.n, t.k)} "
-                             f"{t.dtype}, the inputs are {shape} {np.dtype(dtype)}")
-        return replace(t, **flags)
+        if tiling.problem.shape != problem.shape or tiling.problem.np_dtype != problem.np_dtype:
+            raise ShapeError(f"matmul: the tiling is for (batch, M, N, K) = {tiling.problem.shape} "
+                             f"{tiling.problem.dtype}, the inputs are {problem.shape} {problem.np_dtype}")
+        return MatmulTiling(problem, tiling.tiles, tiling.name)
+    if isinstance(tiling, MatmulTiles):
+        return MatmulTiling(problem, tiling)
     if isinstance(tiling, (str, tuple)):
-        return make_tiling(shape, dtype, chip, tiling, **flags)
+        return make_tiling(problem, chip, tiling)
     if tiling is not None:
-        raise ShapeError(f"matmul: tiling must be None, a name, a 7-tuple or a MatmulTiling, got {tiling!r}")
-    from ..kernels import autotune
-    tuned = autotune.lookup(shape, dtype, chip)
-    if tuned is not None:
-        return replace(tuned, **flags)
-    return default_tiling(shape, dtype, chip, **flags)
+        raise ShapeError(f"matmul: tiling must be None, a name, a 7-tuple, MatmulTiles or a MatmulTiling, "
+                         f"got {tiling!r}")
+    return search.pick(problem, chip)
 
 
 def _check_pair(a, b, what):
@@ -41,7 +40,7 @@ def _check_pair(a, b, what):
     if a.dtype != b.dtype:
         raise ShapeError(f"{what}: a is {a.dtype} and b is {b.dtype}; they must have one dtype "
                          f"(float16, float32 or int8)")
-    if a.dtype not in SUPPORTED:
+    if a.dtype not in CUBE_DTYPES:
         raise ShapeError(f"{what}: dtype {a.dtype} is not supported; expected float16, float32 or int8")
     return a, b
 
@@ -67,18 +66,19 @@ def _problem(specs, trans_a: bool, trans_b: bool) -> tuple:
 
 
 def _bmm_tiling(specs, chip, trans_a=False, trans_b=False, relu=False, tiling=None):
-    flags = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), has_bias=len(specs) == 3, relu=bool(relu))
-    return _tiling_for(_problem(specs, trans_a, trans_b), specs[0].dtype, chip, tiling, flags)
+    problem = MatmulProblem.of(_problem(specs, trans_a, trans_b), specs[0].dtype, trans_a=trans_a,
+                               trans_b=trans_b, has_bias=len(specs) == 3, relu=relu)
+    return tiling_for(problem, chip, tiling)
 
 
 def _bmm_run(arrays, t, chip, mode, **attrs):
     bias = arrays[2] if len(arrays) == 3 else None
-    return run_matmul(arrays[0], arrays[1], t, bias, chip=chip, mode=mode)
+    return launch_matmul(arrays[0], arrays[1], t, bias, chip=chip, mode=mode)
 
 
 def _bmm_infer(specs, chip, trans_a=False, trans_b=False, relu=False, tiling=None):
     dt = np.dtype(specs[0].dtype)
-    if dt not in SUPPORTED or specs[1].dtype != dt:
+    if dt not in CUBE_DTYPES or specs[1].dtype != dt:
         raise ShapeError(f"BatchMatMul: a is {dt} and b is {specs[1].dtype}; expected one dtype of "
                          f"float16, float32 or int8")
     batch, m, n, _ = _problem(specs, trans_a, trans_b)
@@ -103,7 +103,8 @@ def matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = False, chi
     a: (M, K), or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b; one dtype of
     float16 (-> float16 C, fp32 accumulation), float32 (-> float32) or int8 (-> int32, exact).
     bias: (N,), added in the accumulator's precision before the cast; relu applies after it.
-    tiling: None (tuned or default), a name from ``TILINGS``, a 7-tuple or a MatmulTiling.
+    tiling: None (tuned or default), a name from ``TILINGS``, a 7-tuple, MatmulTiles or a
+    MatmulTiling (its tiles).
     With ``return_trace`` returns (C, trace).
     """
     a, b = _check_pair(a, b, "matmul")

@@ -17,8 +17,9 @@ import numpy as np
 
 from ..arch import DEFAULT_CHIP
 from ..errors import ShapeError
-from ..kernels.norm import (batch_norm_tiling, check_float, check_layer_norm, launch_batch_norm,
-                            launch_layer_norm, launch_rms_norm, layer_norm_tiling, rms_norm_tiling)
+from ..kernels.norm import (batch_norm_tiling, check_layer_norm, launch_batch_norm, launch_layer_norm,
+                            launch_rms_norm, layer_norm_tiling, rms_norm_tiling)
+from ..kernels.vector_base import check_float
 from .registry import TensorSpec, dispatch, register
 
 

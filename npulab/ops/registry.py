@@ -40,6 +40,7 @@ import numpy as np
 from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
 from ..errors import ArgumentError, ShapeError, UnsupportedOpError
+from ..kernels.search import CACHE
 
 
 class TensorSpec(NamedTuple):
@@ -129,11 +130,11 @@ def lookup(op_type: str) -> OpDef:
 
 
 class Dispatcher:
-    """Picks and caches the tiling of every (chip, op type, shapes, dtypes, attrs) it sees."""
+    """Picks the tiling of every (chip, op type, shapes, dtypes, attrs) it sees, remembered in the
+    one tiling cache (:data:`npulab.kernels.search.CACHE`, namespace "dispatch"), which also
+    holds what the tiling searches found."""
 
-    def __init__(self):
-        self._cache: dict[tuple, object] = {}
-        self.hits = self.misses = 0
+    NAMESPACE = "dispatch"
 
     def tiling(self, op: OpDef, specs, chip, attrs: dict):
         key = (chip.name, chip.source, op.op_type, tuple((s.shape, s.dtype.str) for s in specs),
@@ -143,20 +144,22 @@ class Dispatcher:
         except TypeError:
             raise ShapeError(f"{op.op_type}: attribute values must be hashable (a tuple, not a list), "
                              f"got {attrs}") from None
-        t = self._cache.get(key)
-        if t is None:
-            self.misses += 1
-            t = self._cache[key] = op.tiling(specs, chip, **attrs)
-        else:
-            self.hits += 1
-        return t
+        return CACHE.memo(self.NAMESPACE, key, lambda: op.tiling(specs, chip, **attrs))
+
+    @property
+    def hits(self) -> int:
+        return CACHE.stats.get(self.NAMESPACE, [0, 0])[0]
+
+    @property
+    def misses(self) -> int:
+        return CACHE.stats.get(self.NAMESPACE, [0, 0])[1]
 
     def clear(self) -> None:
-        self._cache.clear()
-        self.hits = self.misses = 0
+        """Forget every tiling held in memory (the file of searched tilings stays)."""
+        CACHE.clear_memory()
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return sum(1 for ns, _ in CACHE.memory if ns == self.NAMESPACE)
 
 
 dispatcher = Dispatcher()

@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 
 from ..errors import ArgumentError
 from ..sim.memory import fmt_bytes
-from ._style import owner_colors, owner_base, rect_verts
+from ._style import owner_base, owner_colors, rect_verts
 
 
 @dataclass(frozen=True)

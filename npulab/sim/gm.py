@@ -42,7 +42,6 @@ import numpy as np
 
 from .isa import Pipe
 
-
 #: :meth:`GmTraffic.refine` stops when no copy's duration changed by more than this fraction
 SETTLED = 0.01
 

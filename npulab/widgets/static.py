@@ -13,7 +13,7 @@ import re
 import numpy as np
 from matplotlib import animation
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ExportError
 from ..plot.gantt import GanttData, GanttView
 from ..plot.occupancy import OccupancyData, OccupancyFigure, figure_height, used_buffers
 from ._render import new_figure
@@ -41,8 +41,8 @@ def jshtml(anim: animation.Animation, *, fps: float = 5) -> str:
         text = text.replace(old, stable)
     left = re.findall(r"https?://\S+", text)
     if left:
-        raise AssertionError(f"jshtml: the exported animation still refers to {left[:3]}; "
-                             f"the static book must not fetch anything")
+        raise ExportError(f"jshtml: the exported animation still refers to {left[:3]}; "
+                          f"the static book must not fetch anything")
     return text
 
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..arch import c0_of, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ArgumentError, BufferOverflowError
-from ..arch import ceil_div, round_up
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,10 @@ class AddCase(TilingCase):
         return {"UB": self.queues * buffer_num * round_up(tile * self.dtype.itemsize, align)}
 
     def run(self, tile: int, buffer_num: int):
-        from ..kernels.elementwise import run_add
+        from ..kernels.elementwise import add_tiling, launch_add
         x = np.zeros(self.n, self.dtype)
-        return run_add(x, x, chip=self.chip, buffer_num=buffer_num, mode="timing", tile=tile)[1]
+        t = add_tiling(self.n, self.dtype, self.chip, buffer_num, tile)
+        return launch_add(x, x, t, self.chip, "timing")[1]
 
 
 @dataclass
@@ -139,18 +140,18 @@ class MatMulCase(TilingCase):
     Knobs: ``tile_m``, ``tile_n`` (the block tile = the L0C tile), ``tile_k0`` (K of one mmad,
     through L0A/L0B), ``k_steps`` (TILE_K = k_steps x TILE_K0: K of one L1 step), and the
     buffer counts ``l1_buffers``, ``l0_buffers``, ``l0c_buffers``. Demand is
-    :func:`npulab.kernels.matmul_tiling.buffer_demand`; the run is a timing-only ``simulate``.
+    :func:`npulab.kernels.matmul.buffer_demand`; the run is a timing-only ``simulate``.
     """
     name = "MatMul"
 
     def __init__(self, m: int = 256, n: int = 256, k: int = 256, dtype=np.float16, chip="teach"):
         """m, n, k: the problem. dtype: float16, float32 or int8. chip: name or ChipSpec."""
-        from .. import formats as F
-        from ..kernels.matmul_tiling import check_problem, default_tiling
+        from ..kernels.matmul import MatmulProblem, default_tiling
         self.chip, self.shape = get_chip(chip), (int(m), int(n), int(k))
-        self.dtype = check_problem(1, m, n, k, dtype)
-        c0 = F.c0_of(self.dtype)
-        d = default_tiling(self.shape, self.dtype, self.chip)
+        self.problem = MatmulProblem.of(self.shape, dtype)
+        self.dtype = self.problem.np_dtype
+        c0 = c0_of(self.dtype)
+        d = default_tiling(self.problem, self.chip).tiles
         tiles = lambda dim: tuple(range(16, max(16, min(256, round_up(dim, 16))) + 1, 16))
         k0s = tuple(v for v in (8, 16, 32, 64, 128) if v % c0 == 0 and v <= max(c0, round_up(k, c0)))
         self.params = [Param("tile_m", tiles(m), d.tile_m), Param("tile_n", tiles(n), d.tile_n),
@@ -160,13 +161,13 @@ class MatMulCase(TilingCase):
                        Param("l0c_buffers", (1, 2), d.l0c_buffers)]
 
     def tiling(self, tile_m, tile_n, tile_k0, k_steps, l1_buffers, l0_buffers, l0c_buffers):
-        from ..kernels.matmul_tiling import make_tiling
-        return make_tiling(self.shape, self.dtype, self.chip,
+        from ..kernels.matmul import make_tiling
+        return make_tiling(self.problem, self.chip,
                            (tile_m, tile_n, tile_k0 * k_steps, tile_k0, l1_buffers, l0_buffers, l0c_buffers),
                            clamp=False)
 
     def demands(self, **values) -> dict[str, int]:
-        from ..kernels.matmul_tiling import buffer_demand
+        from ..kernels.matmul import buffer_demand
         return {b: need for b, (need, _) in buffer_demand(self.tiling(**values)).items()}
 
     def run(self, **values):

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...chips import get_chip
-from ...errors import (AlignmentError, BufferOverflowError, DeadlockError, RaceError, ShapeError,
-                       SyncError)
-from ...kernels.elementwise import KernelAdd, QUEUES_PER_TILE, run_add
+from ...errors import AlignmentError, BufferOverflowError, DeadlockError, RaceError, ShapeError, SyncError
+from ...kernels.elementwise import QUEUES_PER_TILE, KernelAdd, add_tiling, launch_add
 from ...sim.isa import TRACK_NAMES, Pipe
 from .. import lab02 as ref
-from . import (exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict,
-               same_code)
+from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict, same_code
 
 _QUEUE_HINTS = {
     DeadlockError: "every deque needs an enque before it: Compute must deque x and y from the input "
@@ -121,7 +119,7 @@ def ub_tile(tile):
     x, y = ref.inputs(ref.TILE_N)
     if need > ub:
         try:
-            run_add(x, y, chip=chip, buffer_num=2, tile=tile)
+            launch_add(x, y, add_tiling(x.size, x.dtype, chip, 2, tile), chip)
             got = f"TILE = {tile}"
         except BufferOverflowError as err:
             got = f"TILE = {tile}: BufferOverflowError: {err}"
@@ -134,12 +132,12 @@ def ub_tile(tile):
         elif QUEUES_PER_TILE * tile * 2 <= ub:
             hint += " That tile would fit with one buffer per queue: double buffering needs two."
         return failed("the tile does not fit UB", expected=rule, got=got, hint=hint)
-    z, trace = run_add(x, y, chip=chip, buffer_num=2, tile=tile)
+    z, trace = launch_add(x, y, add_tiling(x.size, x.dtype, chip, 2, tile), chip)
     if not np.array_equal(z, (x + y).astype(np.float16)):
         return failed("z is not x + y", expected="z = x + y", got=f"z[:4] = {z[:4]}",
                       hint="the tile must be a positive multiple of 16 elements.")
     if tile < best:
-        _, largest = run_add(x, y, chip=chip, buffer_num=2, tile=best)
+        _, largest = launch_add(x, y, add_tiling(x.size, x.dtype, chip, 2, best), chip)
         return failed(f"TILE = {tile} fits, but it is not the largest tile that fits", expected=rule,
                       got=f"TILE = {tile}: {need:,} of {ub:,} B",
                       hint=f"the slots still have room: {ub - need:,} B of UB are left, enough for "

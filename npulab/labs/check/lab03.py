@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...arch import BLOCK_BYTES, ceil_div, round_up
 from ...chips import get_chip
 from ...errors import AlignmentError, BufferOverflowError, NpuError
-from ...kernels.elementwise import BLOCK_BYTES, MIN_TILES_PER_BLOCK, QUEUES_PER_TILE
-from ...kernels.matmul_tiling import buffer_demand
+from ...kernels.elementwise import MIN_TILES_PER_BLOCK, QUEUES_PER_TILE
+from ...kernels.matmul import buffer_demand
 from ...sim.memory import fmt_bytes
 from .. import lab03 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
-from ...arch import ceil_div, round_up
 
 #: (n, dtype, chip, buffer_num) the Add tiling function is run on: even splits, tails, tiny n
 ADD_CASES = ((65536, np.float16, "teach", 2), (17, np.float16, "teach", 2),
@@ -270,8 +270,8 @@ def overflowing_buffers(answer):
     if got == want:
         return passed(f"{' and '.join(sorted(want))} overflow:", *table)
     single = {b for b, (need, _) in demand.items()
-              if need // {"L1": t.l1_buffers, "L0A": t.l0_buffers, "L0B": t.l0_buffers,
-                          "L0C": t.l0c_buffers}[b] > chip.buffer_bytes(b)}
+              if need // {"L1": t.tiles.l1_buffers, "L0A": t.tiles.l0_buffers, "L0B": t.tiles.l0_buffers,
+                          "L0C": t.tiles.l0c_buffers}[b] > chip.buffer_bytes(b)}
     fp16_acc = {b for b in want if b != "L0C"} | ({"L0C"} if demand["L0C"][0] // 2 > chip.buffers.l0c else set())
     unknown = got - set(BUFFERS)
     if unknown:

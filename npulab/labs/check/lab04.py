@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...arch import ceil_div
 from ...chips import get_chip
 from ...errors import BufferOverflowError, DeadlockError, RaceError, SyncError
 from ...plot import pipe_time
 from ...sim.isa import TRACK_NAMES, Pipe
 from .. import lab04 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict
-from ...arch import ceil_div
 
 _ERRORS = {
     BufferOverflowError: "two slots of the single-buffered tile need twice its UB: with 2 queues x 2 "

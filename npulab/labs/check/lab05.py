@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ... import formats as F
+from ...arch import ceil_div, round_up
+from ...bench.matmul import measure
 from ...errors import BufferOverflowError, DeadlockError, NpuError, ShapeError, SyncError
-from ...kernels import bench
-from ...kernels.matmul_tiling import TILINGS, problems
+from ...kernels.matmul import TILINGS, problems
 from .. import lab05 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
-from ...arch import ceil_div, round_up
 
 #: (m, n) matrices the NZ offset function is checked on (padding in rows and columns)
 NZ_SHAPES = ((20, 40), (32, 48), (5, 17), (16, 16))
@@ -155,19 +155,19 @@ def tiles_80(answer):
                                          "buffers 1 or 2."))
     # in full: extrapolating from a few block tiles misjudges small tiles, whose L2 sharing
     # over a short sampled run is not the whole run's (1-2 s at this size)
-    row = bench.measure(t, ref.PERF_CHIP, full=True)
+    row = measure(t, ref.PERF_CHIP, full=True)
     util, cycles, lb = row["utilization"], row["cycles"], row["lower_bound_cycles"]
     line = (f"{t.recipe()}: {cycles:,} cycles, lower bound {lb:,} (MACs / (cores x MACs a cycle)), "
             f"utilization {util:.1%}; target >= {target:.0%}")
     if util >= target:
         return passed(f"{util:.1%} of the cube's peak on {m}x{n}x{k} fp16 ({cycles:,} cycles, "
                       f"lower bound {lb:,}; target >= {target:.0%}).")
-    if min(t.l1_buffers, t.l0_buffers, t.l0c_buffers) < 2:
+    if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
         hint = "with one buffer, every copy waits for the cube and the cube for every copy: use 2 at every level."
-    elif t.tile_k < 128:
-        hint = (f"TILE_K={t.tile_k}: each L1 step is a small GM copy whose start-up latency the "
+    elif t.tiles.tile_k < 128:
+        hint = (f"TILE_K={t.tiles.tile_k}: each L1 step is a small GM copy whose start-up latency the "
                 f"cube soon waits out; take a longer K per L1 copy (256 or 512).")
-    elif t.tile_m * t.tile_n < 128 * 128:
+    elif t.tiles.tile_m * t.tiles.tile_n < 128 * 128:
         hint = ("each loaded byte of A is reused TILE_N times and of B TILE_M times: bigger block "
                 "tiles (128 x 256) cut the bytes per MAC.")
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import formats as F
-from ...kernels.conv_tiling import problems
+from ...kernels.conv import problems
 from .. import lab06 as ref
 from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict
 
@@ -182,9 +182,9 @@ def conv_tiles(answer):
         return failed("the tiling cannot run", got="; ".join(found), hint=hint)
     cycles, extrapolated = ref.simulate_tiles(t)
     reference, _ = ref.simulate_tiles(ref.reference_tiling())
-    if min(t.l1_buffers, t.l0_buffers, t.l0c_buffers) < 2:
+    if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
         hint = "with one buffer at a level, its copies and the cube take turns: use 2 at every level."
-    elif t.tile_m * t.tile_n < 64 * 64:
+    elif t.tiles.tile_m * t.tiles.tile_n < 64 * 64:
         hint = ("small block tiles reload the map slab and the weights for every tile and pay a copy "
                 "start-up each time: bigger TILE_M x TILE_N reuse each loaded byte more.")
     else:

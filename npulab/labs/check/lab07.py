@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from ...errors import (AlignmentError, BufferOverflowError, DeadlockError, RaceError, ShapeError,
-                       SyncError)
+from ...errors import AlignmentError, BufferOverflowError, DeadlockError, RaceError, ShapeError, SyncError
 from .. import lab07 as ref
 from . import exercise, failed, is_empty_function, not_attempted, passed, perf_verdict
 

@@ -148,7 +148,7 @@ def gm_bytes_saved(answer):
         return passed(f"{want:,} B = 4 x the {out:,} B output (BN's read and write, ReLU's read and write); "
                       f"the simulator measures {sim:,} B saved (the rest: the parameter vectors and the "
                       f"two kernels' different tilings).")
-    _, cin, cout, k, s, p, h = next(ly for ly in ref.bench_conv.RESNET50_CONVS if ly[0] == ref.BYTES_LAYER)
+    _, cin, cout, k, s, p, h = next(ly for ly in ref.RESNET50_CONVS if ly[0] == ref.BYTES_LAYER)
     if ratio_is(x, want, 0.5):
         hint = ("half the saving: count bytes (fp16: 2 an element), and both round trips: BN reads and "
                 "writes Y, then ReLU reads and writes it again.")

@@ -18,13 +18,13 @@ CHIP = "teach"
 
 def bench_trace(target: int = TARGET_INSTRUCTIONS, chip: str = CHIP):
     """A timing-mode Add trace with about ``target`` instructions (sized from a small probe run)."""
-    from ..kernels.elementwise import run_add
+    from ..kernels.elementwise import add_tiling, launch_add
     probe_n = 1 << 18
     x = np.zeros(probe_n, np.float16)
-    per_element = len(run_add(x, x, chip=chip, mode="timing")[1]) / probe_n
+    per_element = len(launch_add(x, x, add_tiling(probe_n, x.dtype, chip), chip, "timing")[1]) / probe_n
     n = int(target / per_element) // 16 * 16
     x = np.zeros(n, np.float16)
-    return run_add(x, x, chip=chip, mode="timing")[1], n
+    return launch_add(x, x, add_tiling(n, x.dtype, chip), chip, "timing")[1], n
 
 
 def _time_steps(step, args) -> list[float]:
@@ -42,8 +42,8 @@ def bench_widgets(steps: int = 30, seed: int = 0) -> dict:
     dict: instructions, per-view mean, 90th percentile and max seconds per step, the goal, and
     pass/fail: the 90th percentile of both views within the goal (the max is reported too; on a
     shared machine a single step can be delayed by other processes)."""
-    from .gantt import GanttWidget
-    from .occupancy import OccupancyWidget
+    from ..widgets.gantt import GanttWidget
+    from ..widgets.occupancy import OccupancyWidget
 
     trace, n = bench_trace()
     rng = np.random.default_rng(seed)

@@ -1,5 +1,5 @@
-"""``npulab bench kernels``: cycles and utilization of the matmul templates, and the simulator's
-own speed against numpy.
+"""``npulab bench kernels --family matmul``: cycles and utilization of the matmul templates, and
+the simulator's own speed against numpy.
 
 Each row is a JSON-ready dict with at least ``op``, ``shape``, ``dtype``, ``chip``, ``tiling``,
 ``cycles``, ``lower_bound_cycles`` (MACs / (cores x MACs per cycle)) and ``utilization``
@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import replace
 
 import numpy as np
 
-from ..chips import get_chip
-from . import autotune
-from .matmul import run_matmul, simulate
-from .matmul_tiling import MatmulTiling, default_tiling, make_tiling
 from ..arch import DEFAULT_CHIP, ceil_div
+from ..chips import get_chip
+from ..kernels import search
+from ..kernels.matmul import MatmulProblem, MatmulTiling, default_tiling, launch_matmul, make_tiling, simulate
+from ..sim.cost import lower_bound_cycles
 
 BIG = (4096, 4096, 4096)
 FUNCTIONAL = (1024, 1024, 1024)
@@ -34,9 +33,10 @@ TARGET_RATIO = 3.0          # issue 4: the functional 1024^3 at most 3x numpy's 
 
 
 def _row(t: MatmulTiling, chip, cycles: float, **extra) -> dict:
-    lb = autotune.lower_bound_cycles((t.batch, t.m, t.n, t.k), t.np_dtype, chip)
-    shape = [t.m, t.n, t.k] if t.batch == 1 else [t.batch, t.m, t.n, t.k]
-    return {"op": "matmul" if t.batch == 1 else "batch_matmul", "shape": shape, "dtype": t.dtype,
+    p = t.problem
+    lb = lower_bound_cycles(chip, p.macs, p.np_dtype)
+    shape = [p.m, p.n, p.k] if p.batch == 1 else list(p.shape)
+    return {"op": "matmul" if p.batch == 1 else "batch_matmul", "shape": shape, "dtype": p.dtype,
             "chip": get_chip(chip).name, "tiling": t.name, "recipe": t.recipe(),
             "cycles": int(round(cycles)), "lower_bound_cycles": int(round(lb)),
             "utilization": lb / cycles if cycles else 0.0, **extra}
@@ -45,17 +45,17 @@ def _row(t: MatmulTiling, chip, cycles: float, **extra) -> dict:
 def measure(t: MatmulTiling, chip=DEFAULT_CHIP, full: bool = True) -> dict:
     """Simulate tiling ``t`` (timing-only) and return its bench row. ``full=False`` simulates
     SAMPLES block tiles per core and extrapolates to all of them."""
-    loops = ceil_div(t.core_loops, t.block_dim)
+    loops = ceil_div(t.core_loops, t.tiles.block_dim)
     if full or loops <= SAMPLES[1]:
         t0 = time.perf_counter()
         tr = simulate(t, chip)
         return _row(t, chip, tr.cycles, estimated=False, sim_seconds=time.perf_counter() - t0,
                     instructions=len(tr))
     s1, s2 = SAMPLES
-    c1 = simulate(replace(t, sample_loops=s1), chip).cycles
-    c2 = simulate(replace(t, sample_loops=s2), chip).cycles
+    c1 = simulate(t, chip, sample_loops=s1).cycles
+    c2 = simulate(t, chip, sample_loops=s2).cycles
     cycles = c1 + (loops - s1) * (c2 - c1) / (s2 - s1)
-    lb = autotune.lower_bound_cycles((t.batch, t.m, t.n, t.k), t.np_dtype, chip)
+    lb = lower_bound_cycles(chip, t.problem.macs, t.problem.np_dtype)
     if cycles < lb:           # the short sampled runs were not the steady state: no estimate
         return measure(t, chip, full=True)
     return _row(t, chip, cycles, estimated=True,
@@ -120,17 +120,17 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repe
     a = rng.standard_normal((1, m, k)).astype(np.float16)
     b = rng.standard_normal((1, k, n)).astype(np.float16)
     a32, b32 = a[0].astype(np.float32), b[0].astype(np.float32)
-    t = default_tiling((1, m, n, k), np.float16, chip)
+    t = default_tiling(MatmulProblem(1, m, n, k, "float16"), chip)
     out = {}
 
     def sim():
-        out["c"], out["trace"] = run_matmul(a, b, t, chip=chip, check_races=False)
+        out["c"], out["trace"] = launch_matmul(a, b, t, chip=chip, check_races=False)
 
     def ref():
         out["ref"] = a32 @ b32
 
     sim_s, np_s = _side_by_side(rounds, repeat, sim, ref)
-    checked_s = _best_of(repeat, lambda: run_matmul(a, b, t, chip=chip, check_races=True))
+    checked_s = _best_of(repeat, lambda: launch_matmul(a, b, t, chip=chip, check_races=True))
     threads, one = _blas_threads(), None
     try:
         from threadpoolctl import threadpool_limits
@@ -172,16 +172,15 @@ def _blas_threads() -> int | None:
     return max(n) if n else None
 
 
-def bench_kernels(chip=DEFAULT_CHIP, tune_limit: int = autotune.DEFAULT_LIMIT, progress: bool | None = None) -> list[dict]:
-    """The kernel benchmark rows: 4096^3 fp16 with the seed, naive, default and autotuned
+def bench_matmul(chip=DEFAULT_CHIP, tune_limit: int = search.DEFAULT_LIMIT, progress: bool | None = None) -> list[dict]:
+    """The matmul benchmark rows: 4096^3 fp16 with the seed, naive, default and autotuned
     tilings, and the functional 1024^3 run against numpy."""
     rows = []
-    seed = make_tiling(BIG, np.float16, chip, "seed")
-    naive = make_tiling(BIG, np.float16, chip, "naive")
-    rows.append(measure(seed, chip, full=False))
-    rows.append(measure(naive, chip, full=False))
-    rows.append(measure(default_tiling(BIG, np.float16, chip), chip))
-    tuned = autotune.autotune(BIG, np.float16, chip, limit=tune_limit, progress=progress)
+    big = MatmulProblem.of(BIG, np.float16)
+    rows.append(measure(make_tiling(big, chip, "seed"), chip, full=False))
+    rows.append(measure(make_tiling(big, chip, "naive"), chip, full=False))
+    rows.append(measure(default_tiling(big, chip), chip))
+    tuned = search.tune(big, chip, limit=tune_limit, progress=progress)
     row = measure(tuned.tiling, chip)
     row["from_cache"] = tuned.from_cache
     rows.append(row)

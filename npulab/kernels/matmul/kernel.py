@@ -11,8 +11,8 @@ What you learn here (lab 05 walks through it):
 * the **epilogue** (catlass ``BlockEpilogue``) drains L0C through FixPipe: NZ -> ND, + bias,
   ReLU, cast to the output dtype; with two L0C slots it overlaps the next tile's mmads.
 
-Host side in :mod:`npulab.kernels.matmul_tiling`; the public op is :func:`npulab.ops.matmul`.
-Layers (catlass names): Device = :func:`run_matmul`, Kernel = :func:`matmul_kernel`,
+Host side in :mod:`npulab.kernels.matmul.tiling`; the public op is :func:`npulab.ops.matmul`.
+Layers (catlass names): Device = :func:`launch_matmul`, Kernel = :func:`matmul_kernel`,
 Block = :class:`BlockScheduler`, :class:`BlockMmad`, :class:`BlockEpilogue`, Tile = the
 instructions of :mod:`npulab.lang.cube`.
 """
@@ -20,36 +20,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import formats as F
-from .. import lang
-from ..errors import ShapeError
-from ..lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, TPipe, Queue, TBuf, data_copy_nd2nz,
-                    data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad,
-                    set_flag, wait_flag)
-from .matmul_tiling import BIAS_SLOTS, MatmulTiling, can_implement, swizzle_coord
-from ..arch import DEFAULT_CHIP, round_up
+from ... import lang
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
+from ...errors import ShapeError
+from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPipe, data_copy_nd2nz,
+                     data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad, set_flag,
+                     wait_flag)
+from .tiling import BIAS_SLOTS, MatmulTiling, can_implement, l0_tile_bytes, l1_tile_bytes, swizzle_coord
 
 
 class BlockScheduler:
     """Which block tile loop ``i`` computes: (batch, m index, n index), catlass's
-    ``GemmIdentityBlockSwizzle<offset, direction>``. Direction 0 ("Zn") walks down a band of
-    ``offset`` tile rows before moving right (and back left in the next band); direction 1
-    ("Nz") the same with rows and columns exchanged."""
+    ``GemmIdentityBlockSwizzle<offset, direction>`` (:func:`~npulab.kernels.matmul.tiling.swizzle_coord`)."""
 
     def __init__(self, t: MatmulTiling):
         self.t = t
-        self.m_loops, self.n_loops = t.m_loops, t.n_loops
-        self.per_batch = self.m_loops * self.n_loops
 
     def core_loops(self) -> int:
-        return self.t.batch * self.per_batch
+        return self.t.core_loops
 
     def block_coord(self, loop_idx: int) -> tuple[int, int, int]:
         return swizzle_coord(self.t, loop_idx)
 
     def actual_shape(self, m_idx: int, n_idx: int) -> tuple[int, int]:
-        t = self.t
-        return min(t.tile_m, t.m - m_idx * t.tile_m), min(t.tile_n, t.n - n_idx * t.tile_n)
+        p, s = self.t.problem, self.t.tiles
+        return min(s.tile_m, p.m - m_idx * s.tile_m), min(s.tile_n, p.n - n_idx * s.tile_n)
 
 
 class BlockMmad:
@@ -57,56 +52,53 @@ class BlockMmad:
 
     def __init__(self, pipe: TPipe, t: MatmulTiling):
         self.t = t
-        dt = t.np_dtype
-        self.dtype, self.acc = dt, t.acc_dtype
-        c0 = F.c0_of(dt)
-        item = dt.itemsize
-        nz = lambda r, c: round_up(r, 16) * round_up(c, c0) * item       # noqa: E731
-        a_l1 = nz(t.tile_k, t.tile_m) if t.trans_a else nz(t.tile_m, t.tile_k)
-        b_l1 = nz(t.tile_n, t.tile_k) if t.trans_b else nz(t.tile_k, t.tile_n)
+        p, s = t.problem, t.tiles
+        self.dtype, self.acc = p.np_dtype, p.acc_dtype
         self.a1, self.b1 = Queue(A1, "a_l1"), Queue(B1, "b_l1")
         self.a2, self.b2 = Queue(A2, "a_l0a"), Queue(B2, "b_l0b")
         self.c = Queue(CO1, "c_l0c")
-        pipe.init_buffer(self.a1, t.l1_buffers, a_l1)
-        pipe.init_buffer(self.b1, t.l1_buffers, b_l1)
-        pipe.init_buffer(self.a2, t.l0_buffers, round_up(t.tile_m, 16) * round_up(t.tile_k0, c0) * item)
-        pipe.init_buffer(self.b2, t.l0_buffers, round_up(t.tile_k0, c0) * round_up(t.tile_n, 16) * item)
-        pipe.init_buffer(self.c, t.l0c_buffers, round_up(t.tile_m, 16) * round_up(t.tile_n, 16) * 4)
+        a_l1, b_l1 = l1_tile_bytes(t)
+        a_l0, b_l0, c_l0 = l0_tile_bytes(t)
+        pipe.init_buffer(self.a1, s.l1_buffers, a_l1)
+        pipe.init_buffer(self.b1, s.l1_buffers, b_l1)
+        pipe.init_buffer(self.a2, s.l0_buffers, a_l0)
+        pipe.init_buffer(self.b2, s.l0_buffers, b_l0)
+        pipe.init_buffer(self.c, s.l0c_buffers, c_l0)
 
     def __call__(self, a_gm, b_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int):
         """Compute one block tile into a fresh L0C slot; return it enqueued for the epilogue."""
-        t = self.t
-        M, N, K = t.m, t.n, t.k
-        m_off, n_off = m_idx * t.tile_m, n_idx * t.tile_n
+        p, s = self.t.problem, self.t.tiles
+        M, N, K = p.m, p.n, p.k
+        m_off, n_off = m_idx * s.tile_m, n_idx * s.tile_n
         a_base, b_base = batch * M * K, batch * K * N
         c = self.c.alloc_tensor(self.acc)
         first = True
-        for k_off in range(0, K, t.tile_k):
-            kl = min(t.tile_k, K - k_off)
+        for k_off in range(0, K, s.tile_k):
+            kl = min(s.tile_k, K - k_off)
             # GM -> L1 (MTE2), ND -> NZ on the way
             a1 = self.a1.alloc_tensor(self.dtype)
-            if t.trans_a:                          # A stored (K, M): copy the (kl, m) tile
+            if p.trans_a:                          # A stored (K, M): copy the (kl, m) tile
                 data_copy_nd2nz(a1, a_gm[a_base + k_off * M + m_off:], kl, m, M)
             else:
                 data_copy_nd2nz(a1, a_gm[a_base + m_off * K + k_off:], m, kl, K)
             self.a1.enque(a1)
             b1 = self.b1.alloc_tensor(self.dtype)
-            if t.trans_b:                          # B stored (N, K): copy the (n, kl) tile
+            if p.trans_b:                          # B stored (N, K): copy the (n, kl) tile
                 data_copy_nd2nz(b1, b_gm[b_base + n_off * K + k_off:], n, kl, K)
             else:
                 data_copy_nd2nz(b1, b_gm[b_base + k_off * N + n_off:], kl, n, N)
             self.b1.enque(b1)
-            a_rows = round_up(kl if t.trans_a else m, 16)
-            b_rows = round_up(n if t.trans_b else kl, 16)
+            a_rows = round_up(kl if p.trans_a else m, FRACTAL_ROWS)
+            b_rows = round_up(n if p.trans_b else kl, FRACTAL_ROWS)
             a1, b1 = self.a1.deque(), self.b1.deque()
             # L1 -> L0A / L0B (MTE1), then the cube, TILE_K0 at a time
-            for k0 in range(0, kl, t.tile_k0):
-                kk = min(t.tile_k0, kl - k0)
+            for k0 in range(0, kl, s.tile_k0):
+                kk = min(s.tile_k0, kl - k0)
                 a2 = self.a2.alloc_tensor(self.dtype)
-                load_data(a2, a1, m, kk, src_rows=a_rows, col_off=k0, transpose=t.trans_a)
+                load_data(a2, a1, m, kk, src_rows=a_rows, col_off=k0, transpose=p.trans_a)
                 self.a2.enque(a2)
                 b2 = self.b2.alloc_tensor(self.dtype)
-                load_data(b2, b1, kk, n, src_rows=b_rows, row_off=k0, transpose=t.trans_b)
+                load_data(b2, b1, kk, n, src_rows=b_rows, row_off=k0, transpose=p.trans_b)
                 self.b2.enque(b2)
                 a2, b2 = self.a2.deque(), self.b2.deque()
                 mmad(c, a2, b2, m, n, kk, init=first)
@@ -124,9 +116,9 @@ class BlockEpilogue:
     def __init__(self, pipe: TPipe, t: MatmulTiling, queue: Queue):
         self.t, self.c = t, queue
         self.bias = None
-        if t.has_bias:                         # BIAS_SLOTS slots in L1, MTE2 -> FIX by flags
+        if t.problem.has_bias:                 # BIAS_SLOTS slots in L1, MTE2 -> FIX by flags
             self.bias = TBuf(A1, "bias_l1")
-            self.slot = round_up(t.tile_n * 4, 32)
+            self.slot = round_up(t.tiles.tile_n * 4, 32)
             pipe.init_buffer(self.bias, self.slot * BIAS_SLOTS)
             self.count = 0
             self.pending = [False] * BIAS_SLOTS
@@ -139,20 +131,20 @@ class BlockEpilogue:
         self.count += 1
         if self.pending[s]:                    # FixPipe still reading this slot? wait for it
             wait_flag(PIPE_FIX, PIPE_MTE2, s)
-        buf = self.bias.get(self.t.acc_dtype)[s * self.slot // 4:]
-        data_copy_pad(buf, bias_gm[n_idx * self.t.tile_n:], n)
+        buf = self.bias.get(self.t.problem.acc_dtype)[s * self.slot // 4:]
+        data_copy_pad(buf, bias_gm[n_idx * self.t.tiles.tile_n:], n)
         set_flag(PIPE_MTE2, PIPE_FIX, s)
         return s, buf
 
     def __call__(self, c_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int, bias_slot):
-        t = self.t
+        p, s = self.t.problem, self.t.tiles
         c = self.c.deque()
         bias = None
         if bias_slot is not None:
-            s, bias = bias_slot
-            wait_flag(PIPE_MTE2, PIPE_FIX, s)
-        off = batch * t.m * t.n + m_idx * t.tile_m * t.n + n_idx * t.tile_n
-        fixpipe(c_gm[off:], c, m, n, dst_stride=t.n, bias=bias, relu=t.relu)
+            slot, bias = bias_slot
+            wait_flag(PIPE_MTE2, PIPE_FIX, slot)
+        off = batch * p.m * p.n + m_idx * s.tile_m * p.n + n_idx * s.tile_n
+        fixpipe(c_gm[off:], c, m, n, dst_stride=p.n, bias=bias, relu=p.relu)
         if bias_slot is not None:
             set_flag(PIPE_FIX, PIPE_MTE2, bias_slot[0])
             self.pending[bias_slot[0]] = True
@@ -168,20 +160,21 @@ class BlockEpilogue:
                 self.pending[s] = False
 
 
-def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling) -> None:
+def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling, sample_loops: int = 0) -> None:
     """The kernel entry (catlass ``BasicMatmul`` kernel): this block's share of the block tiles.
 
     a_gm: A as ND (batch, M, K), or (batch, K, M) when trans_a; b_gm: B as (batch, K, N) or
     (batch, N, K) when trans_b; c_gm: C (batch, M, N) of the output dtype; bias_gm: N values
-    of the accumulator dtype, or None.
+    of the accumulator dtype, or None. ``sample_loops`` > 0: each block runs only its first
+    that many block tiles (the benches' extrapolated rows).
     """
     pipe = TPipe()
     sched = BlockScheduler(t)
     block_mmad = BlockMmad(pipe, t)
     epilogue = BlockEpilogue(pipe, t, block_mmad.c)
     loops = range(get_block_idx(), sched.core_loops(), get_block_num())
-    if t.sample_loops:
-        loops = loops[: t.sample_loops]
+    if sample_loops:
+        loops = loops[:sample_loops]
     for i in loops:
         batch, m_idx, n_idx = sched.block_coord(i)
         m, n = sched.actual_shape(m_idx, n_idx)
@@ -191,46 +184,46 @@ def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling) -> None:
     epilogue.finish()
 
 
-def run_matmul(a: np.ndarray, b: np.ndarray, t: MatmulTiling, bias: np.ndarray | None = None,
-               chip=DEFAULT_CHIP, mode: str = "functional", check_races: bool | None = None):
+def launch_matmul(a, b, t: MatmulTiling, bias=None, chip=DEFAULT_CHIP, mode: str = "functional",
+                  check_races: bool | None = None, sample_loops: int = 0):
     """Device layer: check the tiling can run, lay the operands out in GM, launch.
 
-    a, b: (batch, M, K) / (batch, K, N) arrays (or transposed per the tiling), already in the
-    tiling's dtype; in timing mode only their sizes and dtypes matter (see :func:`simulate`). Returns (C, trace),
-    C (batch, M, N) of the output dtype (None in timing mode)."""
+    a, b: (batch, M, K) / (batch, K, N) arrays (or transposed per the problem), already in the
+    problem's dtype; in timing mode they may be shape-only GM tensors
+    (:meth:`npulab.lang.GlobalTensor.empty`, see :func:`simulate`). Returns (C, trace), C
+    (batch, M, N) of the output dtype (None in timing mode)."""
     can_implement(t, chip)
-    dt = t.np_dtype
+    p = t.problem
+    dt = p.np_dtype
     if a.dtype != dt or b.dtype != dt:
-        raise ShapeError(f"run_matmul: the tiling is for {dt}, got a {a.dtype} and b {b.dtype}")
-    if (bias is not None) != t.has_bias:
-        raise ShapeError("run_matmul: pass bias exactly when the tiling has has_bias=True")
+        raise ShapeError(f"launch_matmul: the tiling is for {dt}, got a {a.dtype} and b {b.dtype}")
+    if (bias is not None) != p.has_bias:
+        raise ShapeError("launch_matmul: pass bias exactly when the problem has has_bias=True")
     if mode == "functional":
-        c = np.zeros(t.batch * t.m * t.n, dtype=t.out_dtype)
+        c = np.zeros(p.batch * p.m * p.n, dtype=p.out_dtype)
         args = [np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), c,
-                None if bias is None else np.ascontiguousarray(bias, dtype=t.acc_dtype).reshape(-1)]
+                None if bias is None else np.ascontiguousarray(bias, dtype=p.acc_dtype).reshape(-1)]
     else:                                   # timing: shapes only, no GM contents
         GT = lang.GlobalTensor
         args = [GT.empty(a.size, dt, "arg0"), GT.empty(b.size, dt, "arg1"),
-                GT.empty(t.batch * t.m * t.n, t.out_dtype, "arg2"),
-                None if bias is None else GT.empty(t.n, t.acc_dtype, "arg3")]
-    # C is run_matmul's own: written in place; A, B and bias are only read
-    res = lang.launch(matmul_kernel, t.block_dim, *args, t, chip=chip, mode=mode,
+                GT.empty(p.batch * p.m * p.n, p.out_dtype, "arg2"),
+                None if bias is None else GT.empty(p.n, p.acc_dtype, "arg3")]
+    # C is launch_matmul's own: written in place; A, B and bias are only read
+    res = lang.launch(matmul_kernel, t.tiles.block_dim, *args, t, sample_loops, chip=chip, mode=mode,
                       check_races=check_races, donate=(2,) if mode == "functional" else (),
                       outputs=(2,))
     out = res.outputs[2]
-    return (out.reshape(t.batch, t.m, t.n) if out is not None else None), res.trace
+    return (out.reshape(p.batch, p.m, p.n) if out is not None else None), res.trace
 
 
-class _Shape:
-    """Stands in for an operand in timing-only runs: a size and a dtype, no bytes."""
-
-    def __init__(self, size: int, dtype):
-        self.size, self.dtype = int(size), np.dtype(dtype)
-
-
-def simulate(t: MatmulTiling, chip=DEFAULT_CHIP):
+def simulate(t: MatmulTiling, chip=DEFAULT_CHIP, sample_loops: int = 0):
     """Timing-only run of tiling ``t`` (no operand data is allocated); returns the Trace."""
-    a = _Shape(t.batch * t.m * t.k, t.np_dtype)
-    b = _Shape(t.batch * t.k * t.n, t.np_dtype)
-    bias = _Shape(t.n, t.acc_dtype) if t.has_bias else None
-    return run_matmul(a, b, t, bias, chip=chip, mode="timing")[1]
+    p = t.problem
+    GT = lang.GlobalTensor
+    a = GT.empty(p.batch * p.m * p.k, p.np_dtype)
+    b = GT.empty(p.batch * p.k * p.n, p.np_dtype)
+    bias = GT.empty(p.n, p.acc_dtype) if p.has_bias else None
+    return launch_matmul(a, b, t, bias, chip=chip, mode="timing", sample_loops=sample_loops)[1]
+
+
+__all__ = ["BlockScheduler", "BlockMmad", "BlockEpilogue", "matmul_kernel", "launch_matmul", "simulate"]

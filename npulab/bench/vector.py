@@ -1,6 +1,6 @@
 """Bench rows for the vector kernels: LayerNorm, Softmax and GELU at BERT-base shapes.
 
-Each row has the fields of :mod:`npulab.kernels.bench` (``op``, ``shape``, ``dtype``, ``chip``,
+Each row has the fields of :mod:`npulab.bench.matmul` (``op``, ``shape``, ``dtype``, ``chip``,
 ``tiling``, ``cycles``, ``lower_bound_cycles``, ``utilization``), where the lower bound is the
 GM-bandwidth bound of a memory-bound op: the bytes it must read and write once (input, output,
 gamma and beta) over the chip's whole GM bandwidth. Also: ``vector_cycles`` and ``mte2_cycles``
@@ -38,10 +38,10 @@ import time
 import numpy as np
 
 from ..chips import get_chip
+from ..kernels.activation import activation_tiling, launch_activation
+from ..kernels.norm import launch_layer_norm, layer_norm_tiling
+from ..kernels.softmax import launch_softmax, softmax_tiling
 from ..sim.isa import Pipe
-from .activation import activation_tiling, launch_activation
-from .norm import launch_layer_norm, layer_norm_tiling
-from .softmax import launch_softmax, softmax_tiling
 
 BERT = (32, 128, 768)        # batch x sequence x hidden of BERT-base
 TARGET = 0.8

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import NUM_PIPES, Kind, flag_key
 from ..arch import ceil_div
+from ..sim.isa import NUM_PIPES, Kind, flag_key
 
 
 def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_dur: int = 300,

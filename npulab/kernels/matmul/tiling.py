@@ -1,5 +1,5 @@
-"""Host side of the matmul templates: the tiling struct, named recipes, the "can implement"
-check and the default tiling function.
+"""Host side of the matmul templates: the tiles (catlass's Params, derived from the problem), named
+recipes, the block swizzle, the "can implement" check and the default tiling function.
 
 A tiling cuts C = A (M, K) x B (K, N) three times, as catlass does (data/FACTS.md, catlass):
 
@@ -12,27 +12,21 @@ A tiling cuts C = A (M, K) x B (K, N) three times, as catlass does (data/FACTS.m
   ``l0_buffers`` of each; L0C holds ``l0c_buffers`` block tiles in fp32 (int32 for int8), so
   FixPipe drains one tile while the cube fills the next.
 
-Every buffer's demand must fit its capacity: :func:`can_implement` says which one does not.
+A :class:`MatmulTiling` is the problem (:class:`~npulab.kernels.matmul.problem.MatmulProblem`)
+with its :class:`MatmulTiles`: what the host hands the kernel. Every buffer's demand must fit its
+capacity: :func:`can_implement` says which one does not.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
+from ...chips import ChipSpec, get_chip
+from ...errors import BufferOverflowError, ShapeError
+from ...sim.memory import fmt_bytes
+from .problem import MatmulProblem
 
-from .. import formats as F
-from ..chips import ChipSpec, get_chip
-from ..errors import BufferOverflowError, ShapeError
-from ..sim.memory import fmt_bytes
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
-
-SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int8))
-ACC_DTYPE = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
-             np.dtype(np.int8): np.dtype(np.int32)}
-OUT_DTYPE = {np.dtype(np.float16): np.dtype(np.float16), np.dtype(np.float32): np.dtype(np.float32),
-             np.dtype(np.int8): np.dtype(np.int32)}
 BIAS_SLOTS = 2          # bias of tile t+1 loads while FixPipe still reads tile t's
-MAX_MNK = 4095
 
 #: Named recipes: (TILE_M, TILE_N, TILE_K, TILE_K0, l1_buffers, l0_buffers, l0c_buffers).
 #: "seed": the course seeds' fixed 128 x 64 x 32 blocking, double buffered;
@@ -46,13 +40,8 @@ TILINGS = {
 
 
 @dataclass(frozen=True)
-class MatmulTiling:
-    """The TilingData struct of the matmul kernel (host fills it, kernel reads it)."""
-    batch: int
-    m: int
-    n: int
-    k: int
-    dtype: str
+class MatmulTiles:
+    """The knobs a tiling function (or a learner) chooses."""
     tile_m: int                 # TILE_M: rows of a block tile (= L0C tile)
     tile_n: int                 # TILE_N
     tile_k: int                 # TILE_K: K of one L1 step
@@ -63,99 +52,110 @@ class MatmulTiling:
     block_dim: int = 1
     swizzle_offset: int = 1     # catlass GemmIdentityBlockSwizzle<offset, direction>
     swizzle_direction: int = 0  # 0: Zn (walk m within a band of `offset` rows), 1: Nz
-    trans_a: bool = False
-    trans_b: bool = False
-    has_bias: bool = False
-    relu: bool = False
+
+
+@dataclass(frozen=True)
+class MatmulTiling:
+    """The TilingData struct of the matmul kernel (the host fills it, the kernel reads it): the
+    problem, its tiles, and where the tiles came from (``name``: a recipe, "default", "tuned")."""
+    problem: MatmulProblem
+    tiles: MatmulTiles
     name: str = "custom"
-    sample_loops: int = 0       # > 0: each block runs only its first N block tiles (estimates)
-
-    # -- derived ------------------------------------------------------------------------------
-    @property
-    def np_dtype(self) -> np.dtype:
-        return np.dtype(self.dtype)
-
-    @property
-    def acc_dtype(self) -> np.dtype:
-        return ACC_DTYPE[self.np_dtype]
-
-    @property
-    def out_dtype(self) -> np.dtype:
-        return OUT_DTYPE[self.np_dtype]
 
     @property
     def m_loops(self) -> int:
-        return ceil_div(self.m, self.tile_m)
+        return ceil_div(self.problem.m, self.tiles.tile_m)
 
     @property
     def n_loops(self) -> int:
-        return ceil_div(self.n, self.tile_n)
+        return ceil_div(self.problem.n, self.tiles.tile_n)
 
     @property
     def core_loops(self) -> int:
         """Block tiles in the whole problem (the block scheduler's loop count)."""
-        return self.batch * self.m_loops * self.n_loops
+        return self.problem.batch * self.m_loops * self.n_loops
 
     @property
-    def macs(self) -> int:
-        return self.batch * self.m * self.n * self.k
+    def block_dim(self) -> int:
+        return self.tiles.block_dim
+
+    def with_tiles(self, **changes) -> "MatmulTiling":
+        """The same problem with some tiles changed: ``t.with_tiles(tile_m=64)``."""
+        return replace(self, tiles=replace(self.tiles, **changes))
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def recipe(self) -> str:
         """Short text: 'TILE_M x TILE_N x TILE_K / TILE_K0, buffers L1/L0/L0C, swizzle'."""
-        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}/k0={self.tile_k0} "
-                f"buf={self.l1_buffers}/{self.l0_buffers}/{self.l0c_buffers} "
-                f"swz={self.swizzle_offset}{'Zn' if self.swizzle_direction == 0 else 'Nz'} "
-                f"blocks={self.block_dim}")
+        s = self.tiles
+        return (f"{s.tile_m}x{s.tile_n}x{s.tile_k}/k0={s.tile_k0} "
+                f"buf={s.l1_buffers}/{s.l0_buffers}/{s.l0c_buffers} "
+                f"swz={s.swizzle_offset}{'Zn' if s.swizzle_direction == 0 else 'Nz'} "
+                f"blocks={s.block_dim}")
 
 
 # -- buffer demand ----------------------------------------------------------------------------
-def _nz_elems(rows: int, cols: int, c0: int) -> int:
-    return round_up(rows, 16) * round_up(cols, c0)
+def nz_elems(rows: int, cols: int, c0: int) -> int:
+    """Elements of a (rows, cols) tile in NZ: whole 16-row fractals of C0 columns."""
+    return round_up(rows, FRACTAL_ROWS) * round_up(cols, c0)
+
+
+def l1_tile_bytes(t: MatmulTiling) -> tuple[int, int]:
+    """Bytes of one L1 slot of A and of B (NZ, transposed tiles as stored)."""
+    p, s = t.problem, t.tiles
+    c0, item = c0_of(p.np_dtype), p.np_dtype.itemsize
+    a = nz_elems(s.tile_k, s.tile_m, c0) if p.trans_a else nz_elems(s.tile_m, s.tile_k, c0)
+    b = nz_elems(s.tile_n, s.tile_k, c0) if p.trans_b else nz_elems(s.tile_k, s.tile_n, c0)
+    return a * item, b * item
+
+
+def l0_tile_bytes(t: MatmulTiling) -> tuple[int, int, int]:
+    """Bytes of one L0A, L0B and L0C slot."""
+    p, s = t.problem, t.tiles
+    c0, item = c0_of(p.np_dtype), p.np_dtype.itemsize
+    return (round_up(s.tile_m, FRACTAL_ROWS) * round_up(s.tile_k0, c0) * item,
+            round_up(s.tile_k0, c0) * round_up(s.tile_n, FRACTAL_ROWS) * item,
+            round_up(s.tile_m, FRACTAL_ROWS) * round_up(s.tile_n, FRACTAL_ROWS) * 4)
 
 
 def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
     """Bytes each buffer must hold for tiling ``t``, with how the figure is made."""
-    dt = t.np_dtype
-    item, c0 = dt.itemsize, F.c0_of(dt)
-    a_l1 = _nz_elems(t.tile_k, t.tile_m, c0) if t.trans_a else _nz_elems(t.tile_m, t.tile_k, c0)
-    b_l1 = _nz_elems(t.tile_n, t.tile_k, c0) if t.trans_b else _nz_elems(t.tile_k, t.tile_n, c0)
-    bias = round_up(t.tile_n * 4, 32) * BIAS_SLOTS if t.has_bias else 0
-    l1 = t.l1_buffers * (a_l1 + b_l1) * item + bias
-    l0a = t.l0_buffers * round_up(t.tile_m, 16) * round_up(t.tile_k0, c0) * item
-    l0b = t.l0_buffers * round_up(t.tile_k0, c0) * round_up(t.tile_n, 16) * item
-    l0c = t.l0c_buffers * round_up(t.tile_m, 16) * round_up(t.tile_n, 16) * 4
-    name = dt.name
+    p, s = t.problem, t.tiles
+    a_l1, b_l1 = l1_tile_bytes(t)
+    a_l0, b_l0, c_l0 = l0_tile_bytes(t)
+    bias = round_up(s.tile_n * 4, 32) * BIAS_SLOTS if p.has_bias else 0
+    name = p.np_dtype.name
     return {
-        "L1": (l1, f"{t.l1_buffers} x (A {t.tile_m}x{t.tile_k} + B {t.tile_k}x{t.tile_n}) {name}"
-                   + (f" + bias {BIAS_SLOTS} x {t.tile_n} x 4 B" if t.has_bias else "")),
-        "L0A": (l0a, f"{t.l0_buffers} x A {t.tile_m}x{t.tile_k0} {name}"),
-        "L0B": (l0b, f"{t.l0_buffers} x B {t.tile_k0}x{t.tile_n} {name}"),
-        "L0C": (l0c, f"{t.l0c_buffers} x C {t.tile_m}x{t.tile_n} {t.acc_dtype.name}"),
+        "L1": (s.l1_buffers * (a_l1 + b_l1) + bias,
+               f"{s.l1_buffers} x (A {s.tile_m}x{s.tile_k} + B {s.tile_k}x{s.tile_n}) {name}"
+               + (f" + bias {BIAS_SLOTS} x {s.tile_n} x 4 B" if p.has_bias else "")),
+        "L0A": (s.l0_buffers * a_l0, f"{s.l0_buffers} x A {s.tile_m}x{s.tile_k0} {name}"),
+        "L0B": (s.l0_buffers * b_l0, f"{s.l0_buffers} x B {s.tile_k0}x{s.tile_n} {name}"),
+        "L0C": (s.l0c_buffers * c_l0, f"{s.l0c_buffers} x C {s.tile_m}x{s.tile_n} {p.acc_dtype.name}"),
     }
 
 
 def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
     """Every reason tiling ``t`` cannot run on ``chip`` (empty: it can)."""
     chip = get_chip(chip)
+    s = t.tiles
     out = []
-    c0 = F.c0_of(t.np_dtype)
-    for name, v in (("tile_m", t.tile_m), ("tile_n", t.tile_n)):
+    c0 = c0_of(t.problem.np_dtype)
+    for name, v in (("tile_m", s.tile_m), ("tile_n", s.tile_n)):
         if v < 16 or v % 16 or v > MAX_MNK:
             out.append(f"{name}={v} must be a multiple of 16 in 16..{MAX_MNK // 16 * 16}")
-    if t.tile_k0 < c0 or t.tile_k0 % c0 or t.tile_k0 > MAX_MNK:
-        out.append(f"tile_k0={t.tile_k0} must be a multiple of K0={c0} ({t.dtype}) up to {MAX_MNK}")
-    if t.tile_k < t.tile_k0 or t.tile_k % max(1, t.tile_k0):
-        out.append(f"tile_k={t.tile_k} must be a positive multiple of tile_k0={t.tile_k0}")
+    if s.tile_k0 < c0 or s.tile_k0 % c0 or s.tile_k0 > MAX_MNK:
+        out.append(f"tile_k0={s.tile_k0} must be a multiple of K0={c0} ({t.problem.dtype}) up to {MAX_MNK}")
+    if s.tile_k < s.tile_k0 or s.tile_k % max(1, s.tile_k0):
+        out.append(f"tile_k={s.tile_k} must be a positive multiple of tile_k0={s.tile_k0}")
     for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
-        if getattr(t, name) not in (1, 2):
-            out.append(f"{name}={getattr(t, name)} must be 1 or 2")
-    if t.block_dim < 1:
-        out.append(f"block_dim={t.block_dim} must be at least 1")
-    if t.swizzle_offset < 1 or t.swizzle_direction not in (0, 1):
-        out.append(f"swizzle ({t.swizzle_offset}, {t.swizzle_direction}): offset >= 1, direction 0 or 1")
+        if getattr(s, name) not in (1, 2):
+            out.append(f"{name}={getattr(s, name)} must be 1 or 2")
+    if s.block_dim < 1:
+        out.append(f"block_dim={s.block_dim} must be at least 1")
+    if s.swizzle_offset < 1 or s.swizzle_direction not in (0, 1):
+        out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0 or 1")
     if out:
         return out
     for buf, (need, how) in buffer_demand(t).items():
@@ -178,35 +178,21 @@ def can_implement(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> boo
 
 
 # -- building tilings -------------------------------------------------------------------------
-def check_problem(batch: int, m: int, n: int, k: int, dtype) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in SUPPORTED:
-        raise ShapeError(f"matmul: dtype {dt} is not supported; expected float16, float32 or int8")
-    for name, v in (("batch", batch), ("M", m), ("N", n), ("K", k)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ShapeError(f"matmul: {name}={v!r} must be a positive integer")
-    return dt
-
-
 def _clamp(tile: int, dim: int, unit: int) -> int:
     """A tile no larger than the dimension needs (rounded up to ``unit``)."""
     return max(unit, min(tile, round_up(dim, unit)))
 
 
-def make_tiling(shape, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, recipe: "str | tuple" = "catlass", *,
-                block_dim: int | None = None, swizzle_offset: int = 1, swizzle_direction: int = 0,
-                trans_a: bool = False, trans_b: bool = False, has_bias: bool = False,
-                relu: bool = False, clamp: bool = True, name: str | None = None) -> MatmulTiling:
-    """A tiling for ``shape`` = (batch, M, N, K) or (M, N, K) from a named recipe (see
-    ``TILINGS``) or a 7-tuple (TILE_M, TILE_N, TILE_K, TILE_K0, l1, l0, l0c buffers). With
-    ``clamp`` tiles shrink to the problem (a 16 x 16 x 16 problem does not need 128 x 256
-    tiles). block_dim defaults to min(cores, block tiles)."""
+def make_tiling(problem: MatmulProblem, chip: "ChipSpec | str" = DEFAULT_CHIP,
+                recipe: "str | tuple" = "catlass", *, block_dim: int | None = None,
+                swizzle_offset: int = 1, swizzle_direction: int = 0, clamp: bool = True,
+                name: str | None = None) -> MatmulTiling:
+    """A tiling of ``problem`` from a named recipe (see ``TILINGS``) or a 7-tuple (TILE_M,
+    TILE_N, TILE_K, TILE_K0, l1, l0, l0c buffers). With ``clamp`` tiles shrink to the problem
+    (a 16 x 16 x 16 problem does not need 128 x 256 tiles). block_dim defaults to min(cores,
+    block tiles)."""
     chip = get_chip(chip)
-    if len(shape) == 3:
-        shape = (1,) + tuple(shape)
-    batch, m, n, k = (int(v) for v in shape)
-    dt = check_problem(batch, m, n, k, dtype)
-    c0 = F.c0_of(dt)
+    c0 = c0_of(problem.np_dtype)
     if isinstance(recipe, str):
         if recipe not in TILINGS:
             raise ShapeError(f"unknown tiling {recipe!r}; named tilings are {', '.join(TILINGS)}")
@@ -219,41 +205,23 @@ def make_tiling(shape, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, recipe: "st
     tk0 = round_up(tk0, c0)
     tk = round_up(tk, tk0)
     if clamp:
-        tm, tn = _clamp(tm, m, 16), _clamp(tn, n, 16)
-        tk0 = _clamp(tk0, k, c0)
-        tk = _clamp(tk, k, tk0)
-    t = MatmulTiling(batch, m, n, k, dt.name, tm, tn, tk, tk0, l1, l0, l0c, 1, swizzle_offset,
-                     swizzle_direction, trans_a, trans_b, has_bias, relu, name or "custom")
-    bd = block_dim if block_dim is not None else min(chip.ai_cores, t.core_loops)
-    return replace(t, block_dim=int(bd))
+        tm, tn = _clamp(tm, problem.m, 16), _clamp(tn, problem.n, 16)
+        tk0 = _clamp(tk0, problem.k, c0)
+        tk = _clamp(tk, problem.k, tk0)
+    t = MatmulTiling(problem, MatmulTiles(tm, tn, tk, tk0, l1, l0, l0c, 1, swizzle_offset, swizzle_direction),
+                     name or "custom")
+    return t.with_tiles(block_dim=int(block_dim if block_dim is not None else min(chip.ai_cores, t.core_loops)))
 
 
-#: block tiles the default tiling tries, largest first
-BLOCK_TILES = ((256, 256), (128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64),
-               (64, 32), (32, 64), (32, 32), (32, 16), (16, 32), (16, 16))
-
-
-def _fit(batch, m, n, k, dt, c0, chip, tm, tn, kw):
-    """The double-buffered tiling with block tile tm x tn and the largest TILE_K0 / TILE_K that
-    fit, or None."""
-    for tk0 in (128, 64, 32, 16, 8):
-        if tk0 % c0:
-            continue
-        for mult in (8, 4, 2, 1):
-            t = make_tiling((batch, m, n, k), dt, chip, (tm, tn, tk0 * mult, tk0, 2, 2, 2), **kw)
-            if not problems(t, chip):
-                return replace(t, **best_swizzle(t, chip))
-    return None
-
-
+# -- the block swizzle ------------------------------------------------------------------------
 def swizzle_coord(t: MatmulTiling, loop_idx: int, offset: int | None = None,
                   direction: int | None = None) -> tuple[int, int, int]:
     """(batch, m index, n index) of block tile ``loop_idx``: catlass's
     ``GemmIdentityBlockSwizzle<offset, direction>``. Direction 0 ("Zn") walks down a band of
     ``offset`` tile rows before moving right (and back left in the next band); direction 1
     ("Nz") the same with rows and columns exchanged."""
-    off = t.swizzle_offset if offset is None else offset
-    direction = t.swizzle_direction if direction is None else direction
+    off = t.tiles.swizzle_offset if offset is None else offset
+    direction = t.tiles.swizzle_direction if direction is None else direction
     ml, nl = t.m_loops, t.n_loops
     batch, inner = divmod(loop_idx, ml * nl)
     if direction == 0:                                      # Zn
@@ -276,11 +244,11 @@ def swizzle_coord(t: MatmulTiling, loop_idx: int, offset: int | None = None,
 def wave_bytes(t: MatmulTiling, chip, offset: int, direction: int) -> int:
     """Bytes of distinct A rows and B columns (per unit of K) the first wave of block tiles
     (one per core) touches under a swizzle: what L2 must fetch from HBM for it."""
-    wave = min(get_chip(chip).ai_cores, t.block_dim, t.core_loops)
+    wave = min(get_chip(chip).ai_cores, t.tiles.block_dim, t.core_loops)
     coords = [swizzle_coord(t, i, offset, direction) for i in range(wave)]
     rows = {(b, m) for b, m, _ in coords}
     cols = {(b, n) for b, _, n in coords}
-    return len(rows) * t.tile_m + len(cols) * t.tile_n
+    return len(rows) * t.tiles.tile_m + len(cols) * t.tiles.tile_n
 
 
 def best_swizzle(t: MatmulTiling, chip) -> dict:
@@ -291,27 +259,47 @@ def best_swizzle(t: MatmulTiling, chip) -> dict:
     return {"swizzle_offset": off, "swizzle_direction": d}
 
 
-def default_tiling(shape, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, **kw) -> MatmulTiling:
+# -- the default tiling function --------------------------------------------------------------
+#: block tiles the default tiling tries, largest first
+BLOCK_TILES = ((256, 256), (128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64),
+               (64, 32), (32, 64), (32, 32), (32, 16), (16, 32), (16, 16))
+
+
+def _fit(problem: MatmulProblem, chip, tm: int, tn: int) -> MatmulTiling | None:
+    """The double-buffered tiling with block tile tm x tn and the largest TILE_K0 / TILE_K that
+    fit, or None."""
+    c0 = c0_of(problem.np_dtype)
+    for tk0 in (128, 64, 32, 16, 8):
+        if tk0 % c0:
+            continue
+        for mult in (8, 4, 2, 1):
+            t = make_tiling(problem, chip, (tm, tn, tk0 * mult, tk0, 2, 2, 2))
+            if not problems(t, chip):
+                return t.with_tiles(**best_swizzle(t, chip))
+    return None
+
+
+def default_tiling(problem: MatmulProblem, chip: "ChipSpec | str" = DEFAULT_CHIP) -> MatmulTiling:
     """The tiling function used when nothing is tuned: the largest double-buffered block tile
     (from 256 x 256 down) that fits every buffer, shrunk while there are fewer block tiles than
     cores; TILE_K0 as large as L0A/L0B allow (up to 128), TILE_K up to 8 x TILE_K0 as L1
     allows; the swizzle of :func:`best_swizzle`."""
     chip = get_chip(chip)
-    if len(shape) == 3:
-        shape = (1,) + tuple(shape)
-    batch, m, n, k = (int(v) for v in shape)
-    dt = check_problem(batch, m, n, k, dtype)
-    c0 = F.c0_of(dt)
     fits = []
     for tm, tn in BLOCK_TILES:
-        t = _fit(batch, m, n, k, dt, c0, chip, tm, tn, kw)
+        t = _fit(problem, chip, tm, tn)
         if t is None:
             continue
         if t.core_loops >= chip.ai_cores:
             return replace(t, name="default")
         fits.append(t)
     if not fits:
-        raise BufferOverflowError(f"no matmul tiling of {dt.name} fits chip '{chip.name}' "
+        raise BufferOverflowError(f"no matmul tiling of {problem.dtype} fits chip '{chip.name}' "
                                   f"(even 16 x 16 tiles overflow a buffer)")
     best = max(fits, key=lambda t: t.core_loops)          # too few tiles for the cores: the most
     return replace(best, name="default")
+
+
+__all__ = ["MatmulTiles", "MatmulTiling", "TILINGS", "BIAS_SLOTS", "BLOCK_TILES", "nz_elems", "l1_tile_bytes",
+           "l0_tile_bytes", "buffer_demand", "problems", "can_implement", "make_tiling", "swizzle_coord",
+           "wave_bytes", "best_swizzle", "default_tiling"]

@@ -1,6 +1,6 @@
-"""``bench_conv``: the 53 convolutions of ResNet-50 on the cube, and Conv+BN+ReLU fused vs apart.
+"""``npulab bench kernels --family conv``: the 53 convolutions of ResNet-50 on the cube, and Conv+BN+ReLU fused vs apart.
 
-Rows have the format of :mod:`npulab.kernels.bench` (``op``, ``shape``, ``dtype``, ``chip``,
+Rows have the format of :mod:`npulab.bench.matmul` (``op``, ``shape``, ``dtype``, ``chip``,
 ``tiling``, ``cycles``, ``lower_bound_cycles`` = MACs / (cores x MACs per cycle),
 ``utilization`` = lower_bound_cycles / cycles), plus ``layer`` (torchvision's module name),
 ``roofline_utilization``: the best utilization the chip's HBM allows this layer (its MACs
@@ -22,9 +22,10 @@ import numpy as np
 
 from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
-from ..sim.cost import macs_per_cycle
-from .conv import make_problem, simulate
-from .conv_tiling import default_tiling
+from ..kernels.activation import activation_tiling, launch_activation
+from ..kernels.conv import default_tiling, make_problem, simulate
+from ..kernels.norm import batch_norm_tiling, launch_batch_norm
+from ..sim.cost import lower_bound_cycles
 
 
 def _resnet50_convs() -> tuple:
@@ -67,15 +68,16 @@ def roofline_cycles(t, chip) -> float:
     """Cycles to move the input pixels the convolution reads and the weights in once, and the
     output out once, at the GM rate."""
     chip = get_chip(chip)
-    g = t.geom
-    item = t.np_dtype.itemsize
-    cin = t.cin_e * t.groups
+    prob = t.problem
+    g = prob.geom
+    item = prob.np_dtype.itemsize
+    cin = prob.cin_e * prob.groups
     pixels = 1
     for n, out, k, s, d, p in zip((g.d, g.h, g.w), (g.od, g.oh, g.ow), (g.kd, g.kh, g.kw),
                                   g.stride, g.dilation, g.pad):
         pixels *= touched(n, out, k, s, d, p)
-    nbytes = (t.batch * cin * pixels * item + t.cout * t.cin_e * g.taps * item
-              + t.m * t.cout * np.dtype(t.out_dtype).itemsize)
+    nbytes = (prob.batch * cin * pixels * item + prob.cout * prob.cin_e * g.taps * item
+              + prob.m * prob.cout * np.dtype(prob.out_dtype).itemsize)
     return nbytes / chip.memory.gm_bytes_per_cycle
 
 
@@ -89,8 +91,7 @@ def conv_row(layer, batch: int, chip=DEFAULT_CHIP, dtype=np.float16) -> dict:
     t = default_tiling(_problem(layer, batch, dtype), chip)
     tr = simulate(t, chip)
     secs = time.perf_counter() - t0
-    macs = t.m * cout * cin * k * k
-    lb = macs / (chip.ai_cores * macs_per_cycle(chip, dtype))
+    lb = lower_bound_cycles(chip, t.problem.macs, dtype)
     roof = max(lb, roofline_cycles(t, chip))
     return {"op": "conv2d", "layer": name, "shape": [batch, cin, h, h], "weight": [cout, cin, k, k],
             "stride": s, "padding": p, "dtype": np.dtype(dtype).name, "chip": chip.name,
@@ -125,8 +126,6 @@ def fused_vs_separate(batch: int = 32, chip=DEFAULT_CHIP, layer_name: str = FUSE
     """Conv+BN+ReLU as one kernel (BN and ReLU in FixPipe) against the three kernels apart
     (conv writes its output to GM, BatchNorm reads and writes it, ReLU reads and writes it
     again), timing mode, fp16: GM bytes and cycles of each and their ratios."""
-    from .activation import activation_tiling, launch_activation
-    from .norm import batch_norm_tiling, launch_batch_norm
     chip = get_chip(chip)
     layer = next(ly for ly in RESNET50_CONVS if ly[0] == layer_name)
     _, cin, cout, k, s, p, h = layer

@@ -1,5 +1,4 @@
-"""Benchmarks behind ``npulab bench``: each returns JSON-ready dicts. Ratios measured side by
-side in one run are what to quote; absolute seconds depend on the machine."""
+"""``npulab bench sim``: the Cython timeline scheduler against its Python twin on one long stream."""
 from __future__ import annotations
 
 import time
@@ -9,9 +8,9 @@ import numpy as np
 
 def bench_sim(instructions: int = 1_000_000, seed: int = 0, repeat: int = 3) -> dict:
     """The Cython timeline against its Python twin on one stream; checks they agree."""
-    from . import _timeline
-    from .sim import timeline
-    from .sim.streams import streaming_stream
+    from .. import _timeline
+    from ..sim import timeline
+    from .streams import streaming_stream
     pipe, kind, dur, key, lat = streaming_stream(instructions, seed)
     cy = []
     for _ in range(repeat):
