@@ -31,12 +31,13 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..chips import ChipSpec, chip_names, get_chip
 from ..errors import ArgumentError, BufferOverflowError
+from ..sim.cost import lower_bound_cycles
 
 CACHE_ENV = "NPULAB_TILING_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
@@ -50,23 +51,43 @@ PROGRESS_MIN = 4             # show the bar from this many candidates on
 class Family:
     """How one kernel family is searched.
 
-    op: the family's name in cache keys ("matmul", "conv"). problem_key(problem) -> str: the
-    problem in a cache key. candidates(problem, chip) -> iterable of tilings that fit.
-    estimate(tiling, chip) -> float cycles (ranks only). simulate(tiling, chip) -> int cycles of
-    a timing-only run (called in worker processes too). default(problem, chip) -> the tiling
-    used when none is tuned. encode(tiling) -> JSON-ready dict of its tiles; decode(problem,
-    tiles dict, name) -> the tiling (raises on an entry that does not fit the problem). valid(tiling,
-    chip) -> bool. lower_bound(problem, chip) -> cycles no tiling can beat."""
+    op: the family's name in cache keys ("matmul", "conv"). tiling, tiles: its TilingData class
+    (:mod:`npulab.kernels.tiling_data`: fields problem, tiles, name) and its tiles dataclass.
+    candidates(problem, chip) -> iterable of tilings that fit. estimate(tiling, chip) -> float
+    cycles (ranks only). simulate(tiling, chip) -> the Trace of a timing-only run (called in
+    worker processes too). default(problem, chip) -> the tiling used when none is tuned.
+    problems(tiling, chip) -> every reason the tiling cannot run (empty: it can)."""
     op: str
-    problem_key: Callable
+    tiling: type
+    tiles: type
     candidates: Callable
     estimate: Callable
     simulate: Callable
     default: Callable
-    encode: Callable
-    decode: Callable
-    valid: Callable
-    lower_bound: Callable
+    problems: Callable
+
+    def problem_key(self, problem) -> str:
+        """The problem in a cache key (its own ``key()``)."""
+        return problem.key()
+
+    def cycles(self, tiling, chip) -> int:
+        return int(self.simulate(tiling, chip).cycles)
+
+    def encode(self, tiling) -> dict:
+        """The tiles, JSON-ready."""
+        return asdict(tiling.tiles)
+
+    def decode(self, problem, tiles: dict, name: str = "tuned"):
+        """The tiling of ``problem`` with these tiles (a TypeError for an entry that does not
+        name the family's tiles)."""
+        return self.tiling(problem, self.tiles(**tiles), name)
+
+    def valid(self, tiling, chip) -> bool:
+        return not self.problems(tiling, chip)
+
+    def lower_bound(self, problem, chip) -> float:
+        """MACs over the chip's cube rate: cycles no tiling can beat."""
+        return lower_bound_cycles(chip, problem.macs, problem.np_dtype)
 
 
 _FAMILIES: dict[type, Family] = {}
@@ -223,7 +244,7 @@ def progress_bar(total: int, label: str, stream=None):
 def _simulate_one(op: str, tiling, chip):
     """Worker body (also used in-process): the cycles of one tiling."""
     fam = next(f for f in _FAMILIES.values() if f.op == op)
-    return int(fam.simulate(tiling, chip))
+    return fam.cycles(tiling, chip)
 
 
 def simulate_all(fam: Family, tilings: list, chip: ChipSpec, *, workers: int | None = None,
@@ -254,7 +275,7 @@ def simulate_all(fam: Family, tilings: list, chip: ChipSpec, *, workers: int | N
                 done(futs[fut], fut.result())
     else:
         for i, t in enumerate(tilings):
-            done(i, int(fam.simulate(t, chip)))
+            done(i, fam.cycles(t, chip))
     return results
 
 

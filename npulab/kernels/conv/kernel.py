@@ -32,8 +32,9 @@ from ... import lang
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
 from ...errors import ShapeError
 from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPipe, data_copy_pad, fixpipe,
-                     get_block_idx, load_data, mmad, set_flag, wait_flag)
+                     get_block_idx, load_data, set_flag, wait_flag)
 from ...lang.conv_load import Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
+from ..matmul.kernel import tile_mmad
 from .geometry import map_copies, map_rows_to_load, slab_boxes
 from .layouts import pack_input, pack_vector, pack_weight, packed_sizes, unpack_output
 from .schedule import block_work, member_rows
@@ -148,18 +149,12 @@ class BlockConvMmad:
                 fm = Fmatrix(p.geom, c0, cs, c1_elems, m_off, boxes)
             for k0 in range(0, kc, s.tile_k0):
                 kk = min(s.tile_k0, kc - k0)
-                a2 = self.a2.alloc_tensor(self.dtype)
-                load_3d(a2, a1, fm, m, kk, k_start=k0)
-                self.a2.enque(a2)
-                b2 = self.b2.alloc_tensor(self.dtype)
-                load_data(b2, b1, kk, n, src_rows=n16, row_off=w_row0 + k0, col_off=0,
-                          transpose=True)
-                self.b2.enque(b2)
-                a2, b2 = self.a2.deque(), self.b2.deque()
-                mmad(c, a2, b2, m, n, kk, init=first)
+                # img2col into L0A (load_3d), the weights' FRACTAL_Z rows into L0B
+                tile_mmad(self.a2, self.b2, c, lambda a2: load_3d(a2, a1, fm, m, kk, k_start=k0),
+                          lambda b2: load_data(b2, b1, kk, n, src_rows=n16, row_off=w_row0 + k0, col_off=0,
+                                               transpose=True),
+                          m, n, kk, self.dtype, first)
                 first = False
-                self.a2.free_tensor(a2)
-                self.b2.free_tensor(b2)
             if not s.map_resident:
                 self.a1.free_tensor(a1)
             if not s.w_resident:

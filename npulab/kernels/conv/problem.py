@@ -25,9 +25,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ...arch import ACC_DTYPE, CUBE_DTYPES, FRACTAL_ROWS, c0_of, ceil_div, round_up
+from ...arch import CUBE_DTYPES, FRACTAL_ROWS, c0_of, ceil_div, round_up
 from ...errors import ShapeError
 from ...lang.conv_load import ConvGeom
+from ..tiling_data import CubeProblem
 
 C04 = 4                    # channels per block of the C04 formats (NC1HWC0_C04, FRACTAL_Z_C04)
 EPILOGUE_SCALES = ("none", "tensor", "channel")
@@ -77,7 +78,7 @@ def strided_read(geom: ConvGeom) -> ConvGeom | None:
 
 
 @dataclass(frozen=True)
-class ConvProblem:
+class ConvProblem(CubeProblem):
     """One convolution after group enlargement: what the kernel computes, before any tile is
     chosen. Made by :func:`make_problem`, which checks it."""
     batch: int
@@ -102,14 +103,6 @@ class ConvProblem:
 
     # -- derived (the hot ones cached on the instance: the tiling search asks them millions of
     # times; a frozen dataclass compares and hashes by its fields only) -----------------------
-    @cached_property
-    def np_dtype(self) -> np.dtype:
-        return np.dtype(self.dtype)
-
-    @property
-    def acc_dtype(self) -> np.dtype:
-        return ACC_DTYPE[self.np_dtype]
-
     @property
     def x_geom(self) -> ConvGeom:
         """The input map as it lies in GM (``geom`` unless the problem reads it strided)."""
@@ -149,6 +142,12 @@ class ConvProblem:
     def n1(self) -> int:
         """16-channel fractal columns of one group's weights (FRACTAL_Z's N1)."""
         return ceil_div(self.cout_e, FRACTAL_ROWS)
+
+    @property
+    def gemm_shape(self) -> tuple[int, int, int, int]:
+        """The matmul the conv is: (enlarged) groups x M (batch x output pixels) x N (Cout of a
+        group) x K."""
+        return (self.groups, self.m, self.cout_e, self.k)
 
     @property
     def macs(self) -> int:

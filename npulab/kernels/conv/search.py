@@ -12,13 +12,11 @@ estimate and its default tiling.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import numpy as np
 
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, ceil_div, round_up
 from ...chips import ChipSpec, get_chip
-from ...sim.cost import lower_bound_cycles, mmad_cost
+from ...sim.cost import mmad_cost
 from .. import search as tiling_search
 from ..matmul.tiling import best_swizzle
 from .geometry import map_rows_to_load, slab_boxes
@@ -276,17 +274,8 @@ def default_tiling(p: ConvProblem, chip: "ChipSpec | str" = DEFAULT_CHIP, *,
 
 
 CONV = tiling_search.register(ConvProblem, tiling_search.Family(
-    op="conv",
-    problem_key=ConvProblem.key,
-    candidates=candidates,
-    estimate=estimate_cycles,
-    simulate=lambda t, chip: simulate(t, chip).cycles,
-    default=default_tiling,
-    encode=lambda t: asdict(t.tiles),
-    decode=lambda problem, tiles, name="tuned": ConvTiling(problem, ConvTiles(**tiles), name),
-    valid=lambda t, chip: not problems(t, chip),
-    lower_bound=lambda problem, chip: lower_bound_cycles(chip, problem.macs, problem.np_dtype),
-))
+    "conv", ConvTiling, ConvTiles, candidates=candidates, estimate=estimate_cycles, simulate=simulate,
+    default=default_tiling, problems=problems))
 
 
 __all__ = ["estimate_cycles", "candidates", "default_tiling", "CONV", "BLOCK_TILES", "L0C_TILE_ELEMS",

@@ -18,14 +18,14 @@ search or a learner chooses; pass them (or a whole ConvTiling, whose tiles are t
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
-from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, ceil_div, round_up
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, round_up
 from ...chips import ChipSpec, get_chip
-from ...errors import BufferOverflowError, ShapeError
 from ...sim.memory import fmt_bytes
 from ..matmul.problem import MatmulProblem
 from ..matmul.tiling import MatmulTiles, MatmulTiling
+from ..tiling_data import TilingData, over_capacity, raise_unless_fits
 from .problem import ConvProblem
 from .schedule import slab_elems
 
@@ -58,7 +58,7 @@ class ConvTiles:
 
 
 @dataclass(frozen=True)
-class ConvTiling:
+class ConvTiling(TilingData):
     """The TilingData struct of the conv kernel: the problem, its tiles, and where the tiles came
     from (``name``: "default", "tuned", "custom")."""
     problem: ConvProblem
@@ -66,41 +66,18 @@ class ConvTiling:
     name: str = "custom"
 
     @property
-    def m_loops(self) -> int:
-        return ceil_div(self.problem.m, self.tiles.tile_m)
-
-    @property
-    def n_loops(self) -> int:
-        return ceil_div(self.problem.cout_e, self.tiles.tile_n)
-
-    @property
-    def core_loops(self) -> int:
-        return self.problem.groups * self.m_loops * self.n_loops
-
-    @property
     def columns(self) -> int:
         """Tile columns of the whole problem: (enlarged) groups x N tiles."""
         return self.problem.groups * self.n_loops
 
     @property
-    def block_dim(self) -> int:
-        return self.tiles.block_dim
-
-    @property
     def gemm(self) -> MatmulTiling:
         """The matmul the conv is, as the matmul templates' block scheduler sees it."""
         p, s = self.problem, self.tiles
-        return MatmulTiling(MatmulProblem(p.groups, p.m, p.cout_e, p.k, p.dtype),
+        return MatmulTiling(MatmulProblem(*p.gemm_shape, p.dtype),
                             MatmulTiles(s.tile_m, s.tile_n, p.step_k(s.c1_step), s.tile_k0, s.l1_buffers,
                                         s.l0_buffers, s.l0c_buffers, s.block_dim, s.swizzle_offset,
                                         s.swizzle_direction), self.name)
-
-    def with_tiles(self, **changes) -> "ConvTiling":
-        """The same problem with some tiles changed: ``t.with_tiles(tile_m=64)``."""
-        return replace(self, tiles=replace(self.tiles, **changes))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     def recipe(self) -> str:
         s = self.tiles
@@ -190,24 +167,13 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
         out.append(f"schedule='teams' requires block_dim ({s.block_dim}) to be a multiple of the "
                    f"{t.columns} tile columns (groups x N tiles); change block_dim or TILE_N, or "
                    f"use schedule='cyclic'")
-    if out:
-        return out
-    for buf, (need, how) in buffer_demand(t).items():
-        cap = chip.buffer_bytes(buf)
-        if need > cap:
-            out.append(f"{buf} needs {fmt_bytes(need)} ({need} B: {how}) but holds "
-                       f"{fmt_bytes(cap)} ({cap} B) on chip '{chip.name}'")
-    return out
+    return out or over_capacity(buffer_demand(t), chip)
 
 
 def can_implement(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
     """Raise BufferOverflowError / ShapeError naming what does not fit; else True."""
-    found = problems(t, chip)
-    if not found:
-        return True
-    cls = BufferOverflowError if any(" needs " in p for p in found) else ShapeError
-    raise cls(f"conv tiling {t.recipe()} cannot run: " + "; ".join(found) +
-              ". Fix: lower TILE_M / TILE_N / C1_STEP / TILE_K0 or use fewer buffers.")
+    return raise_unless_fits(problems(t, chip), f"conv tiling {t.recipe()}",
+                             "lower TILE_M / TILE_N / C1_STEP / TILE_K0 or use fewer buffers.")
 
 
 __all__ = ["ConvTiles", "ConvTiling", "tiled", "EPI_SLOTS", "SCHEDULES", "slab_bytes", "weight_bytes",

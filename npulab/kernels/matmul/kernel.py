@@ -29,6 +29,23 @@ from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPip
 from .tiling import BIAS_SLOTS, MatmulTiling, can_implement, l0_tile_bytes, l1_tile_bytes, swizzle_coord
 
 
+def tile_mmad(a2q: Queue, b2q: Queue, c, load_a, load_b, m: int, n: int, k: int, dtype, init: bool) -> None:
+    """One L0 step (catlass's TileMmad): ``load_a(a2)`` fills an L0A slot and ``load_b(b2)`` an L0B
+    slot (MTE1), each handed to the cube through its queue, then ``mmad`` accumulates the
+    (m, k) x (k, n) product into ``c`` in L0C (into a fresh result when ``init``), and both
+    slots go back to MTE1 for the next step."""
+    a2 = a2q.alloc_tensor(dtype)
+    load_a(a2)
+    a2q.enque(a2)
+    b2 = b2q.alloc_tensor(dtype)
+    load_b(b2)
+    b2q.enque(b2)
+    a2, b2 = a2q.deque(), b2q.deque()
+    mmad(c, a2, b2, m, n, k, init=init)
+    a2q.free_tensor(a2)
+    b2q.free_tensor(b2)
+
+
 class BlockScheduler:
     """Which block tile loop ``i`` computes: (batch, m index, n index), catlass's
     ``GemmIdentityBlockSwizzle<offset, direction>`` (:func:`~npulab.kernels.matmul.tiling.swizzle_coord`)."""
@@ -94,17 +111,11 @@ class BlockMmad:
             # L1 -> L0A / L0B (MTE1), then the cube, TILE_K0 at a time
             for k0 in range(0, kl, s.tile_k0):
                 kk = min(s.tile_k0, kl - k0)
-                a2 = self.a2.alloc_tensor(self.dtype)
-                load_data(a2, a1, m, kk, src_rows=a_rows, col_off=k0, transpose=p.trans_a)
-                self.a2.enque(a2)
-                b2 = self.b2.alloc_tensor(self.dtype)
-                load_data(b2, b1, kk, n, src_rows=b_rows, row_off=k0, transpose=p.trans_b)
-                self.b2.enque(b2)
-                a2, b2 = self.a2.deque(), self.b2.deque()
-                mmad(c, a2, b2, m, n, kk, init=first)
+                tile_mmad(self.a2, self.b2, c,
+                          lambda a2: load_data(a2, a1, m, kk, src_rows=a_rows, col_off=k0, transpose=p.trans_a),
+                          lambda b2: load_data(b2, b1, kk, n, src_rows=b_rows, row_off=k0, transpose=p.trans_b),
+                          m, n, kk, self.dtype, first)
                 first = False
-                self.a2.free_tensor(a2)
-                self.b2.free_tensor(b2)
             self.a1.free_tensor(a1)
             self.b1.free_tensor(b1)
         self.c.enque(c)
@@ -226,4 +237,4 @@ def simulate(t: MatmulTiling, chip=DEFAULT_CHIP, sample_loops: int = 0):
     return launch_matmul(a, b, t, bias, chip=chip, mode="timing", sample_loops=sample_loops)[1]
 
 
-__all__ = ["BlockScheduler", "BlockMmad", "BlockEpilogue", "matmul_kernel", "launch_matmul", "simulate"]
+__all__ = ["tile_mmad", "BlockScheduler", "BlockMmad", "BlockEpilogue", "matmul_kernel", "launch_matmul", "simulate"]

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...arch import ACC_DTYPE, CUBE_DTYPES, OUT_DTYPE
+from ...arch import CUBE_DTYPES, OUT_DTYPE
 from ...errors import ShapeError
+from ..tiling_data import CubeProblem
 
 
 @dataclass(frozen=True)
-class MatmulProblem:
+class MatmulProblem(CubeProblem):
     """batch matrices C = op(A) (M, K) x op(B) (K, N) of one dtype (float16, float32 or int8)."""
     batch: int
     m: int
@@ -53,13 +54,7 @@ class MatmulProblem:
     def shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.m, self.n, self.k)
 
-    @property
-    def np_dtype(self) -> np.dtype:
-        return np.dtype(self.dtype)
-
-    @property
-    def acc_dtype(self) -> np.dtype:
-        return ACC_DTYPE[self.np_dtype]
+    gemm_shape = shape
 
     @property
     def out_dtype(self) -> np.dtype:

@@ -10,11 +10,9 @@ its estimate.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from ...arch import DEFAULT_CHIP, c0_of, ceil_div
 from ...chips import get_chip
-from ...sim.cost import lower_bound_cycles, mmad_cost
+from ...sim.cost import mmad_cost
 from .. import search
 from .kernel import simulate
 from .problem import MatmulProblem
@@ -88,17 +86,8 @@ def candidates(problem: MatmulProblem, chip=DEFAULT_CHIP) -> list[MatmulTiling]:
 
 
 MATMUL = search.register(MatmulProblem, search.Family(
-    op="matmul",
-    problem_key=MatmulProblem.key,
-    candidates=candidates,
-    estimate=estimate_cycles,
-    simulate=lambda t, chip: simulate(t, chip).cycles,
-    default=default_tiling,
-    encode=lambda t: asdict(t.tiles),
-    decode=lambda problem, tiles, name="tuned": MatmulTiling(problem, MatmulTiles(**tiles), name),
-    valid=lambda t, chip: not problems(t, chip),
-    lower_bound=lambda problem, chip: lower_bound_cycles(chip, problem.macs, problem.np_dtype),
-))
+    "matmul", MatmulTiling, MatmulTiles, candidates=candidates, estimate=estimate_cycles, simulate=simulate,
+    default=default_tiling, problems=problems))
 
 
 __all__ = ["estimate_cycles", "candidates", "MATMUL", "TILE_MN", "TILE_K0", "K_MULT"]

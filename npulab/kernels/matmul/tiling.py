@@ -18,12 +18,12 @@ capacity: :func:`can_implement` says which one does not.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
-from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, c0_of, round_up
 from ...chips import ChipSpec, get_chip
 from ...errors import BufferOverflowError, ShapeError
-from ...sim.memory import fmt_bytes
+from ..tiling_data import TilingData, over_capacity, raise_unless_fits
 from .problem import MatmulProblem
 
 BIAS_SLOTS = 2          # bias of tile t+1 loads while FixPipe still reads tile t's
@@ -55,36 +55,12 @@ class MatmulTiles:
 
 
 @dataclass(frozen=True)
-class MatmulTiling:
+class MatmulTiling(TilingData):
     """The TilingData struct of the matmul kernel (the host fills it, the kernel reads it): the
     problem, its tiles, and where the tiles came from (``name``: a recipe, "default", "tuned")."""
     problem: MatmulProblem
     tiles: MatmulTiles
     name: str = "custom"
-
-    @property
-    def m_loops(self) -> int:
-        return ceil_div(self.problem.m, self.tiles.tile_m)
-
-    @property
-    def n_loops(self) -> int:
-        return ceil_div(self.problem.n, self.tiles.tile_n)
-
-    @property
-    def core_loops(self) -> int:
-        """Block tiles in the whole problem (the block scheduler's loop count)."""
-        return self.problem.batch * self.m_loops * self.n_loops
-
-    @property
-    def block_dim(self) -> int:
-        return self.tiles.block_dim
-
-    def with_tiles(self, **changes) -> "MatmulTiling":
-        """The same problem with some tiles changed: ``t.with_tiles(tile_m=64)``."""
-        return replace(self, tiles=replace(self.tiles, **changes))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     def recipe(self) -> str:
         """Short text: 'TILE_M x TILE_N x TILE_K / TILE_K0, buffers L1/L0/L0C, swizzle'."""
@@ -156,25 +132,14 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str
         out.append(f"block_dim={s.block_dim} must be at least 1")
     if s.swizzle_offset < 1 or s.swizzle_direction not in (0, 1):
         out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0 or 1")
-    if out:
-        return out
-    for buf, (need, how) in buffer_demand(t).items():
-        cap = chip.buffer_bytes(buf)
-        if need > cap:
-            out.append(f"{buf} needs {fmt_bytes(need)} ({need} B: {how}) but holds "
-                       f"{fmt_bytes(cap)} ({cap} B) on chip '{chip.name}'")
-    return out
+    return out or over_capacity(buffer_demand(t), chip)
 
 
 def can_implement(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
     """catlass's ``CanImplement``: raise BufferOverflowError / ShapeError naming the buffer,
     the demand and the capacity if ``t`` cannot run on ``chip``; else return True."""
-    found = problems(t, chip)
-    if not found:
-        return True
-    cls = BufferOverflowError if any(" needs " in p for p in found) else ShapeError
-    raise cls(f"matmul tiling {t.recipe()} cannot run: " + "; ".join(found) +
-              ". Fix: lower TILE_M / TILE_N / TILE_K / TILE_K0 or use fewer buffers.")
+    return raise_unless_fits(problems(t, chip), f"matmul tiling {t.recipe()}",
+                             "lower TILE_M / TILE_N / TILE_K / TILE_K0 or use fewer buffers.")
 
 
 # -- building tilings -------------------------------------------------------------------------
