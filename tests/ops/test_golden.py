@@ -128,7 +128,8 @@ def test_rms_norm_matches_torch(shape, ns, weight, eps, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("shape, affine", [((2, 5, 4, 3), "wb"), ((3, 5), "w"), ((2, 5, 7), ""), ((2, 5, 3, 2, 2), "b")])
+@pytest.mark.parametrize("shape, affine", [((2, 5, 4, 3), "wb"), ((3, 5), "w"), ((2, 5, 7), ""),
+                                           ((2, 5, 3, 2, 2), "b")])
 def test_batch_norm_matches_torch_in_inference(shape, affine, dtype):
     key = f"bn{shape}"
     x = rand(shape, dtype, key, 2.0)

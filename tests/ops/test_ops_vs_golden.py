@@ -69,19 +69,20 @@ def _cases():
         yield "batch_matmul", (rand((2, 9, 21), dt, "bm1"), rand((2, 21, 17), dt, "bm2")), {}, f"batch_matmul-{n}"
         yield "batch_matmul", (rand((2, 3, 9, 21), dt, "bm3"), rand((21, 17), dt, "bm4")), \
             {"bias": bias_for(17, dt, "bm5")}, f"batch_matmul-shared-b-{n}"
-        yield "linear", (rand((5, 35), dt, "li1"), rand((19, 35), dt, "li2"), bias_for(19, dt, "li3")), {}, f"linear-{n}"
+        yield "linear", (rand((5, 35), dt, "li1"), rand((19, 35), dt, "li2"), bias_for(19, dt, "li3")), {}, \
+            f"linear-{n}"
         yield "linear", (rand((2, 3, 35), dt, "li4"), rand((19, 35), dt, "li5")), {"activation": "relu"}, \
             f"linear-relu-{n}"
-        yield "conv2d", (rand((2, 6, 9, 7), dt, "c1"), rand((4, 3, 3, 2), dt, "c2"), bias_for(4, dt, "c3"), 1, 0, 1, 2), \
-            {}, f"conv2d-groups-{n}"
+        yield "conv2d", (rand((2, 6, 9, 7), dt, "c1"), rand((4, 3, 3, 2), dt, "c2"), bias_for(4, dt, "c3"),
+                         1, 0, 1, 2), {}, f"conv2d-groups-{n}"
         yield "conv2d", (rand((1, 4, 8, 10), dt, "c4"), rand((6, 4, 3, 3), dt, "c5"), None, 1, "same"), \
             {"relu": True}, f"conv2d-same-relu-{n}"
         yield "conv2d", (rand((2, 3, 9, 7), dt, "c6"), rand((5, 3, 3, 3), dt, "c7"), bias_for(5, dt, "c8"), (2, 1),
                          (1, 2), (2, 1)), {}, f"conv2d-stride-dilation-{n}"
-        yield "conv3d", (rand((1, 4, 5, 6, 5), dt, "c9"), rand((6, 4, 3, 2, 3), dt, "c10"), bias_for(6, dt, "c11")), \
-            {}, f"conv3d-{n}"
-        yield "conv_transpose2d", (rand((2, 6, 5, 4), dt, "ct1"), rand((6, 3, 3, 3), dt, "ct2"), bias_for(6, dt, "ct3"),
-                                   2, 1, 1, 2), {}, f"conv_transpose2d-{n}"
+        yield "conv3d", (rand((1, 4, 5, 6, 5), dt, "c9"), rand((6, 4, 3, 2, 3), dt, "c10"),
+                         bias_for(6, dt, "c11")), {}, f"conv3d-{n}"
+        yield "conv_transpose2d", (rand((2, 6, 5, 4), dt, "ct1"), rand((6, 3, 3, 3), dt, "ct2"),
+                                   bias_for(6, dt, "ct3"), 2, 1, 1, 2), {}, f"conv_transpose2d-{n}"
     scale = np.linspace(0.002, 0.02, 6).astype(np.float32)
     yield "conv2d", (rand((2, 4, 7, 6), I8, "q1"), rand((6, 2, 3, 3), I8, "q2"), rand(6, np.int32, "q3"), 1, 1, 1,
                      2), {"scale": scale, "relu": True}, "conv2d-int8-scale-channel-float16"

@@ -111,7 +111,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     wg = w.reshape((groups, cin_g, cout_g) + k)
     full = np.zeros((n, groups, cout_g) + tuple(sp + op for sp, op in zip(span, output_padding)), x.dtype)
     for tap in np.ndindex(*k):
-        dst = tuple(slice(t * d, t * d + (sz - 1) * s + 1, s) for t, d, sz, s in zip(tap, dilation, x.shape[2:], stride))
+        dst = tuple(slice(t * d, t * d + (sz - 1) * s + 1, s)
+                    for t, d, sz, s in zip(tap, dilation, x.shape[2:], stride))
         full[_ALL + dst] += np.einsum("ngc...,gco->ngo...", xg, wg[_ALL + tap])
     y = full[_ALL + tuple(slice(p, p + o) for p, o in zip(padding, out))]
     return epilogue(y.reshape((n, groups * cout_g) + out), integer, what, bias, scale, axis=1)
