@@ -1,59 +1,15 @@
-"""The tolerance table: how close an NPU kernel's output must be to the PyTorch (CPU) reference.
-
-One row per (unit, dtype); every operator test reads its rtol/atol from here, so a tolerance is
-written down once and changed in one place. A check passes when, elementwise,
-
-    |actual - expected| <= atol + rtol * |expected|
-
-(numpy's ``assert_allclose`` rule). ``expected`` is computed in float32 from the very values the
-kernel received (an fp16 input is widened to fp32 first), so the fp16 rows cover the one rounding
-to fp16 at the end (half a unit in the last place, 2**-11 ~ 4.9e-4 relative) plus the kernel's own
-fp32 arithmetic landing on the neighbouring fp16 value: about one ulp, 2**-10 ~ 9.8e-4.
-
-Vector unit (fp16 kernels widen to fp32 inside, as ops-nn's do, and round once on the way out,
-except where lab 07 lists a step computed in fp16: GELU for fp16 inputs, as Ascend C's Gelu<half>
-does; Softmax's row max, x - max, exp and the scaling by 1 / sum, with only the sum in fp32, as
-CANN's TBE SoftmaxV2 does on chips without an fp32 exp: its error bound, derived in
-``KernelSoftmaxAR``, is 1.95e-3 y + 1.5e-3 for rows up to 32,768 values, inside the fp16 row):
-
-* float32: 1e-5 / 1e-5. Reductions sum in another order than PyTorch (a few fp32 ulps), and
-  GELU's erf form uses a fitted polynomial for log(1 - Phi) whose worst error is a fraction of
-  this row (tests/test_activation.py checks it), which atol covers near zero.
-* float16: 2e-3 / 2e-3: one fp16 ulp of the result, with a margin for values near zero.
-
-Cube unit rows (conv, matmul: the cube multiplies exactly and accumulates in fp32, int32 for
-int8; the reference is the float32 (float64 for int8) product of the same input values):
-
-* float32: 1e-4 / 1e-3. The fp32 sums run in another order than PyTorch's; for K up to a few
-  thousand products of unit-size values the difference stays below 1e-3 absolute.
-* float16: 2e-3 / 4e-3: the one rounding of the fp32 result to fp16 (one ulp), with a margin
-  near zero.
-* int8 (int32 out): 0 / 0: integer accumulation is exact, results must be bit-identical.
-"""
+"""The tests' check of an NPU output against its reference: :func:`assert_close`, within the
+tolerance table's row (:mod:`npulab.ops.tolerance` holds the rows and their reasoning)."""
 from __future__ import annotations
 
 import numpy as np
 
-TOLERANCES: dict[tuple[str, str], dict] = {
-    ("vector", "float32"): {"rtol": 1e-5, "atol": 1e-5},
-    ("vector", "float16"): {"rtol": 2e-3, "atol": 2e-3},
-    ("cube", "float32"): {"rtol": 1e-4, "atol": 1e-3},
-    ("cube", "float16"): {"rtol": 2e-3, "atol": 4e-3},
-    ("cube", "int32"): {"rtol": 0.0, "atol": 0.0},
-}
-
-
-def tol(dtype, unit: str = "vector") -> dict:
-    """``{"rtol": ..., "atol": ...}`` for results of ``dtype`` computed on ``unit``."""
-    key = (unit, np.dtype(dtype).name)
-    if key not in TOLERANCES:
-        raise KeyError(f"no tolerance row for {key}; rows: {sorted(TOLERANCES)}")
-    return dict(TOLERANCES[key])
+from npulab.ops.tolerance import tol
 
 
 def assert_close(actual, expected, dtype=None, unit: str = "vector", err_msg: str = "") -> None:
-    """Assert ``actual`` (an NPU output) matches ``expected`` (the float32 reference) within the
-    table's row for ``dtype`` (default: ``actual``'s dtype) on ``unit``."""
+    """Assert ``actual`` (an NPU output) matches ``expected`` (the reference) within the table's
+    row for ``dtype`` (default: ``actual``'s dtype) on ``unit``."""
     actual = np.asarray(actual)
     dtype = actual.dtype if dtype is None else dtype
     assert actual.shape == np.shape(expected), f"shape {actual.shape} != expected {np.shape(expected)}"
