@@ -774,8 +774,11 @@ def queued() -> int:
 
 
 def sync():
-    """Wait until every queued move has run (a no-op when none is queued)."""
-    if npulab_worker_ok and npulab_pending():
+    """Wait until every queued move has run (a no-op when none is queued). The queue is checked
+    again after each drain, which runs with the GIL released: another thread may queue moves
+    meanwhile, and PENDING is cleared only once none is left (with the GIL held, no thread can
+    queue between the last check and the clear)."""
+    while npulab_worker_ok and npulab_pending():
         with nogil:
             npulab_drain()
     PENDING.clear()

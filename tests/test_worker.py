@@ -206,8 +206,12 @@ def test_a_forked_child_runs_launches(worker):
     np.testing.assert_array_equal(got, want)
 
 
-def test_launches_from_two_threads_at_once(worker):
-    """Two Python threads launching at once share the one queue: each gets its own results."""
+@pytest.mark.parametrize("round_", range(6))
+def test_launches_from_two_threads_at_once(worker, round_):
+    """Two Python threads launching at once share the one queue: each gets its own results.
+    (Once about one run in sixty went wrong: a sync that drained the queue with the GIL released
+    then forgot the moves the other thread had queued meanwhile, so that thread's next read did
+    not wait for them; repeated to catch that kind of interleaving.)"""
     want = {seed: _child_matmul(seed) for seed in range(4)}
     got, errors = {}, []
 
