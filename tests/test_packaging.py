@@ -30,6 +30,7 @@ def test_sdist_has_sources_not_generated_files(dist):
     sdist, _ = dist
     names = tarfile.open(sdist).getnames()
     assert any(n.endswith("pyx/_timeline.pyx") for n in names)
+    assert any(n.endswith("pyx/_isa.pxd") for n in names)      # what the Cython modules share
     assert any(n.endswith("data/chips/910.toml") for n in names)
     assert not any(n.endswith((".so", ".c", ".pyc")) for n in names)
 
