@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npulab import formats as F
-from npulab import lang
+from npulab import lang, twins
 from npulab.errors import DeadlockError, InstructionBudgetError, ShapeError, SyncError
 from npulab.kernels.matmul import run_matmul
 from npulab.kernels.matmul_tiling import default_tiling
@@ -87,14 +87,14 @@ def test_stream_rejects_what_is_not_a_number():
             s.issue(1, 0, 2, "ten")
 
 
-def _matmul_digest(scheduler):
+def _matmul_digest(side):
     a = np.random.default_rng(1).standard_normal((1, 70, 90)).astype(np.float16)
     b = np.random.default_rng(2).standard_normal((1, 90, 50)).astype(np.float16)
     t = default_tiling((1, 70, 50, 90), np.float16, "910")
     c = np.zeros(70 * 50, np.float16)
 
-    res = lang.launch(_matmul_kernel, t.block_dim, a.reshape(-1), b.reshape(-1), c, None, t,
-                      chip="910", scheduler=scheduler)
+    with twins.use(side):
+        res = lang.launch(_matmul_kernel, t.block_dim, a.reshape(-1), b.reshape(-1), c, None, t, chip="910")
     return trace_digest(res.trace, [res.outputs[2]])
 
 
@@ -104,7 +104,7 @@ def _matmul_kernel(*args):
 
 
 def test_a_launch_traces_the_same_on_the_readable_twins():
-    """scheduler="python" runs the readable stream and scheduler: the same trace, bit for bit."""
+    """twins.use("python") runs the readable stream and scheduler: the same trace, bit for bit."""
     assert _matmul_digest("python") == _matmul_digest("cython")
 
 
@@ -283,7 +283,7 @@ def test_a_launch_leaves_no_reference_cycles():
 
 
 # -- the queue calls: Cython (lang.Queue) against the readable twin (lang.pipe.PyQueue) ---------
-def _queue_kernel(queue_cls, steps, depth, dtypes):
+def _queue_kernel(steps, depth, dtypes):
     """A copy-in / compute / copy-out pipeline over two queues of ``queue_cls``, with the
     deque(dtype) reinterpretation and a depth other than 2; block b writes its own 256 values
     of y (blocks writing the same GM bytes race)."""
@@ -291,7 +291,7 @@ def _queue_kernel(queue_cls, steps, depth, dtypes):
         from npulab.lang import pipe as P
         y = y[lang.get_block_idx() * 256:]
         pipe = P.TPipe()
-        qi, qo = queue_cls(lang.VECIN, "in"), queue_cls(lang.VECOUT, "out")
+        qi, qo = lang.Queue(lang.VECIN, "in"), lang.Queue(lang.VECOUT, "out")
         pipe.init_buffer(qi, depth, 512)
         pipe.init_buffer(qo, depth, 512)
         for s in range(steps):
@@ -315,10 +315,13 @@ def _queue_kernel(queue_cls, steps, depth, dtypes):
        dtypes=st.lists(st.sampled_from([None, np.float32, np.int32]), min_size=1, max_size=3))
 def test_queue_calls_twins_agree(steps, depth, blocks, dtypes):
     from npulab.lang import pipe as P
-    assert P.Queue.alloc_tensor is not P.PyQueueOps.alloc_tensor     # the compiled calls are in use
+    assert P._QUEUES["cython"].alloc_tensor is not P._QUEUES["python"].alloc_tensor
     x = np.arange(256, dtype=np.float32)
-    runs = [lang.launch(_queue_kernel(cls, steps, depth, dtypes), blocks, x, np.zeros(256 * blocks, np.float32),
-                        chip="teach", core_type="aiv") for cls in (P.Queue, P.PyQueue)]
+    runs = []
+    for side in ("cython", "python"):
+        with twins.use(side):
+            runs.append(lang.launch(_queue_kernel(steps, depth, dtypes), blocks, x,
+                                    np.zeros(256 * blocks, np.float32), chip="teach", core_type="aiv"))
     assert trace_digest(runs[0].trace, runs[0].outputs) == trace_digest(runs[1].trace, runs[1].outputs)
 
 
@@ -326,10 +329,10 @@ def test_queue_calls_twins_agree(steps, depth, blocks, dtypes):
 def test_queue_calls_twins_raise_the_same_errors(misuse):
     from npulab.lang import pipe as P
     messages = []
-    for cls in (P.Queue, P.PyQueue):
+    for side in ("cython", "python"):
         def kernel(x):
             pipe = P.TPipe()
-            q, other = cls(lang.VECIN, "q"), cls(lang.VECIN, "other")
+            q, other = P.Queue(lang.VECIN, "q"), P.Queue(lang.VECIN, "other")
             if misuse == "no_init":
                 q.alloc_tensor(np.float32)
             pipe.init_buffer(q, 2, 256)
@@ -345,7 +348,7 @@ def test_queue_calls_twins_raise_the_same_errors(misuse):
                 q.free_tensor(t)
             if misuse == "foreign":
                 other.enque(t)
-        with pytest.raises((SyncError, DeadlockError)) as info:
+        with pytest.raises((SyncError, DeadlockError)) as info, twins.use(side):
             lang.launch(kernel, 1, np.zeros(64, np.float32), chip="teach", core_type="aiv")
         messages.append((type(info.value), str(info.value)))
     assert messages[0] == messages[1]

@@ -39,7 +39,7 @@ MAX_BLOCK_DIM = 65535
 
 def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-           scheduler: str = "cython", core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
+           core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
     """Run ``kernel(*args)`` on ``block_dim`` blocks.
 
     args: numpy arrays become GM tensors named ``arg0``, ``arg1``, ...; your arrays are never
@@ -68,7 +68,7 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
             raise ArgumentError(f"launch: donate={sorted(donate)!r} must name positions of numpy arguments "
                              f"(there are {len(args)} arguments)")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
-                 scheduler_name=scheduler, core_type=core_type)
+                 core_type=core_type)
     gm_args, own = [], set()
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
