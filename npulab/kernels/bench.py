@@ -156,10 +156,11 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repe
 
 
 def _worker_used() -> bool:
-    """Whether functional launches run the worker thread here (formats.deferred_moves)."""
+    """Whether functional launches run the worker thread here (formats.worker.deferred_moves)."""
     from .. import formats as F
-    with F.deferred_moves():
-        return F._fast is not None and F._fast.deferring()
+    worker = F.moves().worker
+    with worker.deferred_moves():
+        return worker.deferring()
 
 
 def _blas_threads() -> int | None:

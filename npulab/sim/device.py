@@ -5,8 +5,9 @@ Kernel-language calls end in ``core.issue`` (the core's :mod:`~npulab.sim.stream
 appends one instruction (pipe, kind, opcode, duration, latency, flag key, bytes, FLOPs, energy,
 the byte ranges it reads and writes) to its columns; what it costs comes from
 :mod:`npulab.sim.cost` (``device.cost``). Numerics, in functional mode, have already happened in
-program order by then; :meth:`Device.finish` schedules every core (Cython), checks races and
-returns the :class:`~npulab.sim.trace.Trace`.
+program order by then; :meth:`Device.finish` schedules every core (the Cython scheduler, or its
+readable twin: the device's side of :mod:`npulab.twins`), checks races and returns the
+:class:`~npulab.sim.trace.Trace`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..arch import BUFFERS, DEFAULT_CHIP
 from ..chips import CORE_TYPES, ChipSpec, get_chip
 from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBudgetError, RaceError,
                       SyncError)
-from .. import _stream, _timeline, twins
+from .. import _stream, _timeline, formats, twins
 from . import races, stream, timeline
 from .cost import CostModel
 from .gm import GmTraffic
@@ -222,6 +223,7 @@ class Device:
         self.twins = twins.side()
         self.streams = twins.pick(_stream, stream, self.twins)            # Budget and Stream
         self.schedule = twins.pick(_timeline.schedule, timeline.schedule, self.twins)
+        self.moves = formats.moves(self.twins)      # the byte moves and the worker (formats.Moves)
         self.counter = self.streams.Budget(budget)
         self.memo: dict = {}                # derived costs the kernel language works out once a launch
         self.cost = CostModel(self.chip, self.active_cores, core_type)   # what each instruction costs
@@ -243,7 +245,7 @@ class Device:
         the next core or launch to take."""
         for c in self.cores if core is None else (core,):
             for buf in dict.values(c.buffers):
-                buf.recycle()
+                buf.recycle(self.moves.worker.zero_bytes)
 
     def release(self) -> None:
         """The launch is over and its Trace made: break the reference cycles among the device's
