@@ -206,11 +206,6 @@ cdef extern from *:
     void npulab_wait_taken(size_t idx) nogil
     size_t npulab_pending() nogil
 
-# The mmad product (lang/cube.flush_l0c) in two halves of rows, one on the worker and one on the
-# calling thread, each single-threaded: the numbers of a multithreaded BLAS call without its pool
-# threads, which poll for work for a while after every call and would take the CPU the worker
-# needs. Needs the cblas_sgemm of numpy's own OpenBLAS (found through threadpoolctl); without it
-
 
 # -- the product's BLAS ----------------------------------------------------------------------------
 # The mmad product (lang/cube.flush_l0c) in two halves of rows, one on the worker and one on the
