@@ -2,7 +2,8 @@
 
 Layers, lower never importing higher (tests/test_layers.py walks every import):
 
-``errors``, ``arch`` (the hardware facts every layer shares)
+``errors``, ``arch`` (the hardware facts every layer shares), ``twins`` (the one switch between
+the Cython core and its readable Python twins)
 -> ``chips`` (chip files)
 -> ``formats`` (ND, NZ, NC1HWC0 and the byte moves between them)
 -> ``sim`` (buffers, pipes, the cost model, the timeline, GM traffic, races, Trace)
@@ -27,7 +28,7 @@ __version__ = "0.1.0"
 #: the subpackages and modules ``npulab.<name>`` reaches without an import of its own (the
 #: module ``npulab.chips`` is imported above; its name in the package is the function ``chips()``)
 SUBMODULES = ("arch", "cli", "errors", "formats", "kernels", "labs", "lang", "ops", "plot", "sim",
-              "widgets")
+              "twins", "widgets")
 
 
 def __getattr__(name: str):

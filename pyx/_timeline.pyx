@@ -7,16 +7,11 @@ counting sort of the stream, flag matching by per-key counters instead of dictio
 import numpy as np
 cimport numpy as cnp
 
-from npulab.errors import DeadlockError
+from npulab._isa cimport (NUM_PIPES, PIPE_S, KIND_WORK as WORK, KIND_SET as SET, KIND_WAIT as WAIT,
+                          KIND_BARRIER_ALL as BARRIER_ALL)
+from npulab.errors import ArgumentError, DeadlockError
 
 cnp.import_array()
-
-cdef enum:
-    NUM_PIPES = 7
-    WORK = 0
-    SET = 1
-    WAIT = 2
-    BARRIER_ALL = 3
 
 
 def match_flags(kind, key):
@@ -28,7 +23,7 @@ def match_flags(kind, key):
     for i in range(n):
         if (kv[i] == SET or kv[i] == WAIT):
             if keyv[i] < 0:
-                raise ValueError(f"flag key of instruction {i} is negative ({keyv[i]})")
+                raise ArgumentError(f"flag key of instruction {i} is negative ({keyv[i]})")
             if keyv[i] + 1 > nkeys:
                 nkeys = keyv[i] + 1
     cdef cnp.ndarray[cnp.int64_t] count = np.zeros(nkeys + 1, dtype=np.int64)
@@ -71,7 +66,7 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None):
         lat = np.zeros(n, dtype=np.int64)
     cdef const long long[:] lv = np.ascontiguousarray(lat, dtype=np.int64)
     if kv.shape[0] != n or dv.shape[0] != n or lv.shape[0] != n or len(key) != n:
-        raise ValueError("pipe, kind, dur, key and lat must have one length")
+        raise ArgumentError("pipe, kind, dur, key and lat must have one length")
     match = match_flags(kind, key)
     cdef const long long[:] mv = match
     start_a = np.zeros(n, dtype=np.int64)
@@ -94,8 +89,8 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None):
         qoff[p] = 0
     for i in range(n):
         if pv[i] < 0 or pv[i] >= NUM_PIPES:
-            raise ValueError(f"pipe of instruction {i} is {pv[i]}; expected 0..{NUM_PIPES - 1}")
-        if kv[i] != BARRIER_ALL and pv[i] != 0:
+            raise ArgumentError(f"pipe of instruction {i} is {pv[i]}; expected 0..{NUM_PIPES - 1}")
+        if kv[i] != BARRIER_ALL and pv[i] != PIPE_S:
             qoff[pv[i] + 1] += 1
     for p in range(NUM_PIPES):
         qoff[p + 1] += qoff[p]
@@ -123,7 +118,7 @@ def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None):
                         s = last_end[p]
                 st[i] = s; en[i] = s; done[i] = 1; order[norder] = i; norder += 1
                 sclock = s
-            elif pv[i] == 0:
+            elif pv[i] == PIPE_S:
                 m = mv[i]
                 if kv[i] == WAIT and not (m >= 0 and done[m]):
                     break

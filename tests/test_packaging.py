@@ -30,6 +30,8 @@ def test_sdist_has_sources_not_generated_files(dist):
     sdist, _ = dist
     names = tarfile.open(sdist).getnames()
     assert any(n.endswith("pyx/_timeline.pyx") for n in names)
+    for pxd in ("_isa", "_stream", "_worker", "_layouts"):     # what the Cython modules share
+        assert any(n.endswith(f"pyx/{pxd}.pxd") for n in names), pxd
     assert any(n.endswith("data/chips/910.toml") for n in names)
     assert not any(n.endswith((".so", ".c", ".pyc")) for n in names)
 
@@ -37,10 +39,13 @@ def test_sdist_has_sources_not_generated_files(dist):
 def test_wheel_has_extension_and_chips(dist):
     _, wheel = dist
     names = zipfile.ZipFile(wheel).namelist()
-    assert any(n.startswith("npulab/_timeline") and n.endswith(".so") for n in names)
+    for ext in ("_isa", "_timeline", "_stream", "_queue", "_layouts", "_drains", "_worker"):
+        assert any(n.startswith(f"npulab/{ext}.") and n.endswith(".so") for n in names), ext
     for chip in ("910", "910b", "310", "teach"):
         assert f"npulab/data/chips/{chip}.toml" in names
-    assert "npulab/sim/timeline.py" in names
+    for twin in ("sim/timeline.py", "sim/stream.py", "lang/queue.py", "formats/layouts.py",
+                 "formats/drains.py", "formats/worker.py"):
+        assert f"npulab/{twin}" in names, twin
 
 
 def test_installed_wheel_works_outside_the_tree(dist, tmp_path):

@@ -4,9 +4,9 @@ the GM statistics) and outputs must not change when the simulator is made faster
 These are regression pins, not figures: the digests were recorded from the simulator before
 its speed work (issue 4) and any optimisation must reproduce them bit for bit. If the *model*
 is changed on purpose (new costs, new instructions), record the new digests and say so in the
-commit: ``python -m tests.test_trace_pins`` prints them. Re-recorded when copies began to pay
-their start-up as latency instead of occupancy (the ``busy_end`` column came in then), and when
-mmads did too and a core's GM reads and writes began to split its share only while they overlap,
+commit: ``python tests/test_trace_pins.py`` prints them (the digest is ``fixtures.trace_digest``).
+Re-recorded when copies began to pay their start-up as latency instead of occupancy (the
+``busy_end`` column came in then), and when mmads did too and a core's GM reads and writes began to split its share only while they overlap,
 and when vector instructions did too (the two Add pins: the same cycles, 629 and 2675, since
 each tile's one Add still completes when it did; the vector pipe is busy for its repeats only),
 and when every GM copy, a read issued before the core's first write included, was charged for
@@ -16,36 +16,12 @@ matmul pins did not change).
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 
+from fixtures import trace_digest
 from npulab.kernels.elementwise import add_tiling, launch_add
 from npulab.kernels.matmul import MatmulProblem, default_tiling, launch_matmul, make_tiling, simulate
-
-COLUMNS = {"core": np.int32, "pipe": np.int8, "kind": np.int8, "op": np.int16, "start": np.int64,
-           "end": np.int64, "busy_end": np.int64, "nbytes": np.int64, "flops": np.int64,
-           "energy": np.float64, "block": np.int32}
-
-
-def trace_digest(tr, outputs=()) -> str:
-    """sha256 over every column of ``tr`` (in its stated dtype), the names, routes,
-    allocations, per-core cycles, GM statistics, and the bytes of ``outputs``."""
-    h = hashlib.sha256()
-    for name, dtype in COLUMNS.items():
-        col = getattr(tr, name)
-        assert col.dtype == dtype, f"column {name} is {col.dtype}, expected {np.dtype(dtype)}"
-        h.update(name.encode())
-        h.update(np.ascontiguousarray(col).tobytes())
-    h.update("\x00".join(tr.name).encode())
-    h.update("\x00".join(tr.route).encode())
-    h.update(repr([tuple(vars(a).values()) for a in tr.allocations]).encode())
-    h.update(np.asarray(tr.core_cycles, dtype=np.int64).tobytes())
-    h.update(repr(sorted(tr.gm_stats.items())).encode())
-    for out in outputs:
-        h.update(np.ascontiguousarray(out).tobytes())
-    return h.hexdigest()[:24]
 
 
 def _operands(m, n, k, dtype, seed=0):

@@ -19,6 +19,7 @@ import gc
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ..arch import DEFAULT_CHIP, ceil_div
 from ..chips import get_chip
@@ -131,16 +132,11 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repe
 
     sim_s, np_s = _side_by_side(rounds, repeat, sim, ref)
     checked_s = _best_of(repeat, lambda: launch_matmul(a, b, t, chip=chip, check_races=True))
-    threads, one = _blas_threads(), None
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                             # pragma: no cover - a dependency of npulab
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        with threadpool_limits(limits=1, user_api="blas"):
-            s1, n1 = _side_by_side(max(1, rounds // 2), repeat, sim, ref)
-        one = dict(sim_seconds=s1, numpy_seconds=n1, vs_numpy_ratio=s1 / n1,
-                   meets_target=s1 / n1 <= TARGET_RATIO)
+    threads = _blas_threads()
+    with threadpool_limits(limits=1, user_api="blas"):
+        s1, n1 = _side_by_side(max(1, rounds // 2), repeat, sim, ref)
+    one = dict(sim_seconds=s1, numpy_seconds=n1, vs_numpy_ratio=s1 / n1,
+               meets_target=s1 / n1 <= TARGET_RATIO)
     err = float(np.max(np.abs(out["c"][0].astype(np.float32) - out["ref"])))
     trace = out["trace"]
     row = _row(t, chip, trace.cycles, mode="functional", estimated=False, check_races=False,
@@ -156,18 +152,15 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repe
 
 
 def _worker_used() -> bool:
-    """Whether functional launches run the worker thread here (formats.deferred_moves)."""
+    """Whether functional launches run the worker thread here (formats.worker.deferred_moves)."""
     from .. import formats as F
-    with F.deferred_moves():
-        return F._fast is not None and F._fast.deferring()
+    worker = F.moves().worker
+    with worker.deferred_moves():
+        return worker.deferring()
 
 
 def _blas_threads() -> int | None:
-    """How many threads numpy's BLAS uses (None when threadpoolctl cannot tell)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:                             # pragma: no cover
-        return None
+    """How many threads numpy's BLAS uses (None when threadpoolctl finds no BLAS)."""
     n = [i.get("num_threads") for i in threadpool_info() if i.get("user_api") == "blas"]
     return max(n) if n else None
 

@@ -265,7 +265,7 @@ def load_3d(dst: LocalTensor, src: LocalTensor, fm: Fmatrix, m: int, k: int, *, 
         flat, valid = _img2col_index(fm, m_start, m, k_start, k)
         slab = src.numpy()
         vals = np.where(valid, slab[flat], np.zeros((), dt))
-        F.pack_into(vals, dst.numpy()[:need], FRACTAL_ROWS, c0, False, False)
+        dev.moves.layouts.pack_into(vals, dst.numpy()[:need], FRACTAL_ROWS, c0, False, False)
     c1a = min(fm.c1 - 1, k_start // (fm.geom.taps * fm.c0))
     c1b = min(fm.c1, (k_start + k - 1) // (fm.geom.taps * fm.c0) + 1)
     nbytes = need * item

@@ -17,8 +17,10 @@ chosen as half the fp16 rate), so ``mmad`` costs start-up + ceil(m/16) x ceil(n/
 ceil(k/K0) cycles (data/FACTS.md, Compute units). L0C accumulates in fp32 (int32 for int8).
 
 Functional numerics: every instruction really moves and re-lays bytes in the buffers (one
-Cython pass each: :func:`npulab.formats.nz_window_into` for load_data, the fp16 -> fp32 widening
-read for mmad, :func:`npulab.formats.drain_nz_f32_to_f16` for FixPipe's usual epilogue). mmad
+pass each, with the moves of the launch's side of npulab.twins, ``device.moves``:
+:func:`npulab.formats.layouts.nz_window_buffers` for load_data, the fp16 -> fp32 widening read
+:func:`npulab.formats.drains.unpack_f16_buffer` for mmad,
+:func:`npulab.formats.drains.drain_nz_f32_to_f16` for FixPipe's usual epilogue). mmad
 copies its operands out of L0A/L0B, widened, into the accumulating tile's chain; the chain is
 multiplied out as one float32 product (float64 for int8, then int32: exact) when anything
 reads the L0C tile, so a K loop costs one BLAS call instead of one per step.
@@ -40,10 +42,6 @@ from .tensor import DTYPES, GlobalTensor, LocalTensor
 L0C_OUTPUT_ALIGN = 1024        # Mmad.md: an mmad output starts 1024-byte aligned in L0C
 
 
-# the moves each instruction makes, called without the formats module's wrapper (a Python
-# frame each: these run once per instruction)
-_pack_nz, _nz_window = F.direct(F.pack_nz_buffers), F.direct(F.nz_window_buffers)
-_unpack_f16 = F.direct(F.unpack_f16_buffer)
 _F16, _I8 = np.dtype(np.float16), np.dtype(np.int8)
 _C0 = {dt: c0_of(dt) for dt in DTYPES}          # looked up once per instruction
 _MTE1, _MTE2, _M, _FIX, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Pipe.M), int(Pipe.FIX), int(Kind.WORK)
@@ -106,10 +104,9 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
     ctx = current()
     dev, core = ctx.device, ctx.core
     if dev.functional and src.root._data is not None:
-        try:                               # a deferred move (formats.deferred_moves): no sync
-            _pack_nz(src.root._data, src.offset, rows, cols, stride, dst.buffer.array(), dst.offset, c0)
-        except ValueError as exc:
-            raise ShapeError(str(exc)) from None
+        # a move the worker may defer (formats.worker): the arrays themselves, no sync
+        dev.moves.layouts.pack_nz_buffers(src.root._data, src.offset, rows, cols, stride, dst.buffer.array(),
+                                          dst.offset, c0)
     moved = rows * (round_up(cols * dst.itemsize, 32))           # whole 32-byte blocks per row
     dur, lat = dev.cost.copy(Pipe.MTE2, moved, True)
     i = core.issue(Pipe.MTE2, Kind.WORK, Op.COPY_GM_TO_L1, dur, lat=lat,
@@ -142,14 +139,11 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
         plan = _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
         if key is not None:
             dev.memo[key] = plan
-    window, issue_args, issue_kw = plan
-    if dev.functional:                     # one pass: NZ window -> ZZ / ZN (formats.nz_window_into)
-        try:
-            _nz_window(src.buffer.array(), window[0], window[1], window[2], window[3], window[4],
-                       window[5], window[6], window[7], window[8], window[9], dst.buffer.array(),
-                       window[10], window[11], window[12], window[13], window[14])
-        except ValueError as exc:
-            raise ShapeError(str(exc)) from None
+    move, window, issue_args, issue_kw = plan
+    if dev.functional:                     # one pass: NZ window -> ZZ / ZN (layouts.nz_window_buffers)
+        move(src.buffer.array(), window[0], window[1], window[2], window[3], window[4], window[5],
+             window[6], window[7], window[8], window[9], dst.buffer.array(), window[10], window[11],
+             window[12], window[13], window[14])
     if dev.check_races:
         core.issue(*issue_args, **issue_kw)
     else:
@@ -158,7 +152,8 @@ def load_data(dst: LocalTensor, src: LocalTensor, rows: int, cols: int, *, src_r
 
 
 def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose) -> tuple:
-    """load_data's checks and its instruction, from the shapes alone (no data)."""
+    """load_data's checks, its move (the launch's side's) and the move's arguments, and its
+    instruction, from the shapes alone (no data)."""
     what = "load_data"
     if not isinstance(src, LocalTensor) or src.buffer.name != "L1":
         _need(src, LocalTensor, ("L1",), what)
@@ -198,10 +193,10 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
                     nbytes=nbytes, energy=copy_energy_pj(dev.chip, "L1", dname, nbytes), route=f"L1->{dname}",
                     reads=[(src.buffer.name, lo, src.offset + c1b * src_rows * c0 * item)],
                     writes=[(dname, dst.offset, dst.offset + nbytes)])
-    # the move's arguments (formats.nz_window_buffers) but for the two byte arrays
+    # the move's arguments (layouts.nz_window_buffers) but for the two byte arrays
     window = (lo, (c1b - c1a) * src_rows * c0, item, src_rows, c0, s_r0, s_c0 - c1a * c0, rows, cols,
               transpose, dst.offset, need, fr, fc, not zz)
-    return window, issue_args, issue_kw
+    return dev.moves.layouts.nz_window_buffers, window, issue_args, issue_kw
 
 
 # -- the cube ----------------------------------------------------------------------------------
@@ -223,7 +218,7 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
             dev.memo[key] = plan
     m1, n1, k1, k0, acc, issue_args, issue_kw = plan
     if dev.functional:
-        _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc)
+        _mmad_numerics(dev.moves, dst, a, b, m1, n1, k1, k0, k, init, acc)
     if dev.check_races:
         core.issue(*issue_args, **issue_kw)
     else:
@@ -291,10 +286,11 @@ class _Chain:
     (K x n16), both in the wide dtype; the product is ``a @ b``. Anything that reads the tile (fixpipe, a LocalTensor.numpy() view)
     flushes it first, so no one ever sees stale bytes."""
 
-    __slots__ = ("lo", "hi", "m1", "n1", "init", "a", "b", "used")
+    __slots__ = ("lo", "hi", "m1", "n1", "init", "a", "b", "used", "product_into")
 
-    def __init__(self, lo, hi, m1, n1, init, wide, k, store):
+    def __init__(self, lo, hi, m1, n1, init, wide, k, store, product_into):
         self.lo, self.hi, self.m1, self.n1, self.init = lo, hi, m1, n1, init
+        self.product_into = product_into   # the launch's (formats.worker): how a @ b is multiplied
         # reuse the arrays of a flushed chain of the same geometry (its K capacity included)
         old = store.pop((m1, n1, wide), None)
         if old is None:
@@ -330,9 +326,10 @@ def _chains(buffer) -> dict:
 _SCRATCH = threading.local()               # per host thread: (m, n) float32 arrays for products
 
 
-def _product(a, b):
-    """a @ b: float32 chains through formats.product_into (the worker takes half the rows)."""
-    if a.dtype != np.float32 or F._fast is None:
+def _product(a, b, product_into):
+    """a @ b: float32 chains through ``product_into`` (formats.worker; the Cython worker takes
+    half the rows)."""
+    if a.dtype != np.float32:
         if F.PENDING:                      # the chain's widening moves may still be queued
             F.sync()
         return a @ b
@@ -343,7 +340,7 @@ def _product(a, b):
     out = scratch.get(shape)
     if out is None:
         out = scratch[shape] = np.empty(shape, dtype=np.float32)
-    return F._fast.product_into(a, b, out)
+    return product_into(a, b, out)
 
 
 def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
@@ -355,7 +352,7 @@ def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
     for key in [k for k, c in chains.items() if c.lo < hi and lo < c.hi]:
         c = chains.pop(key)
         u = c.used
-        prod = _product(c.a[:, :u], c.b[:u])
+        prod = _product(c.a[:, :u], c.b[:u], c.product_into)
         _CHAIN_STORE[(c.m1, c.n1, c.a.dtype.type)] = (c.a, c.b)
         exact_int = c.a.dtype == np.float64
         n1, m16 = c.n1, c.m1 * FRACTAL_ROWS
@@ -370,9 +367,10 @@ def flush_l0c(buffer, lo: int = 0, hi: int | None = None) -> None:
             out += src
 
 
-def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
+def _mmad_numerics(moves, dst, a, b, m1, n1, k1, k0, k, init, acc):
     """Copy A (ZZ) and B (ZN) out of L0A/L0B, unpacked and widened, into the L0C tile's chain;
-    a new chain starts on ``init`` or when the tile's geometry changes."""
+    a new chain starts on ``init`` or when the tile's geometry changes. ``moves``: the launch's
+    (formats.Moves)."""
     buf = dst.buffer
     chains = _chains(buf)
     lo, hi = dst.offset, dst.offset + m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS * 4
@@ -383,17 +381,13 @@ def _mmad_numerics(dst, a, b, m1, n1, k1, k0, k, init, acc):
             del chains[lo]                 # wholly overwritten: never needs multiplying out
         flush_l0c(buf, lo, hi)             # whatever else overlaps lands first
         chain = chains[lo] = _Chain(lo, hi, m1, n1, init, np.float64 if dt == _I8 else np.float32, k,
-                                    _CHAIN_STORE)
+                                    _CHAIN_STORE, moves.worker.product_into)
     u = chain.room(k)
-    if dt == _F16:                         # the hot case: one widening pass each, in Cython
-        try:
-            _unpack_f16(a.buffer.array(), a.offset, chain.a, 0, m1 * FRACTAL_ROWS, u, k, FRACTAL_ROWS, k0, False,
-                        False)
-            # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
-            _unpack_f16(b.buffer.array(), b.offset, chain.b, u, k, 0, n1 * FRACTAL_ROWS, k0, FRACTAL_ROWS, False,
-                        True)
-        except ValueError as exc:
-            raise ShapeError(str(exc)) from None
+    if dt == _F16:                         # the hot case: one widening pass each (formats.drains)
+        unpack = moves.drains.unpack_f16_buffer
+        unpack(a.buffer.array(), a.offset, chain.a, 0, m1 * FRACTAL_ROWS, u, k, FRACTAL_ROWS, k0, False, False)
+        # ZN: (K1, N1) fractals in row-major order, each K0 x 16 stored column by column
+        unpack(b.buffer.array(), b.offset, chain.b, u, k, 0, n1 * FRACTAL_ROWS, k0, FRACTAL_ROWS, False, True)
     else:
         az = a.numpy()[:m1 * k1 * FRACTAL_ROWS * k0]
         bz = b.numpy()[:k1 * n1 * FRACTAL_ROWS * k0]
@@ -477,11 +471,12 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
         else:
             out = np.lib.stride_tricks.as_strided(dst.numpy(), shape=(m, n),
                                                   strides=(stride * dst.itemsize, dst.itemsize))
-        # the common fp16 epilogue in one pass (formats.drain_nz_f32_to_f16), else step by step
+        # the common fp16 epilogue in one pass (formats.drains.drain_nz_f32_to_f16), else step by step
+        moves = dev.moves
         if not (acc == np.float32 and dst.dtype == np.float16 and scale is None and offset is None and
-                F.drain_nz_f32_to_f16(z, m, n, out, None if bias is None else bias.numpy()[:n], relu)):
+                moves.drains.drain_nz_f32_to_f16(z, m, n, out, None if bias is None else bias.numpy()[:n], relu)):
             res = np.empty((m, n), dtype=acc)
-            F.unpack_into(z, res, FRACTAL_ROWS, FRACTAL_ROWS, True, False)
+            moves.layouts.unpack_into(z, res, FRACTAL_ROWS, FRACTAL_ROWS, True, False)
             if bias is not None:
                 res += bias.numpy()[:n]
             if scale is not None:

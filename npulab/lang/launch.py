@@ -20,7 +20,6 @@ import numpy as np
 from ..arch import DEFAULT_CHIP
 from ..errors import ArgumentError, ArgumentTypeError
 from ..sim.device import DEFAULT_BUDGET, Device
-from ..formats import deferred_moves
 from ..sim.trace import Trace
 from . import context
 from .tensor import GlobalTensor
@@ -39,7 +38,7 @@ MAX_BLOCK_DIM = 65535
 
 def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functional",
            budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-           scheduler: str = "cython", core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
+           core_type: str = "aic", donate=(), outputs=None) -> LaunchResult:
     """Run ``kernel(*args)`` on ``block_dim`` blocks.
 
     args: numpy arrays become GM tensors named ``arg0``, ``arg1``, ...; your arrays are never
@@ -53,6 +52,10 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
     donate: positions of numpy arguments you give to the launch (as JAX's donate_argnums): it
     writes them in place, with no copy. outputs: positions of the GM arguments to hand back
     (default: all); the others are None in ``LaunchResult.outputs``.
+
+    The launch runs on the side of :mod:`npulab.twins` it finds when it starts: the Cython core
+    (the default), or its readable Python twins inside ``with npulab.twins.use("python"):``.
+    The trace is the same either way.
     """
     if not callable(kernel):
         raise ArgumentTypeError(f"launch: kernel must be callable, got {type(kernel).__name__}")
@@ -68,7 +71,7 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
             raise ArgumentError(f"launch: donate={sorted(donate)!r} must name positions of numpy arguments "
                              f"(there are {len(args)} arguments)")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
-                 scheduler_name=scheduler, core_type=core_type)
+                 core_type=core_type)
     gm_args, own = [], set()
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
@@ -82,8 +85,8 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
     collecting = gc.isenabled()
     gc.disable()
     try:
-        # functional: the cube path's numerics run on a worker thread (formats.deferred_moves)
-        with deferred_moves() if dev.functional else contextlib.nullcontext():
+        # functional: the cube path's numerics may run on a worker thread (formats.worker)
+        with dev.moves.worker.deferred_moves() if dev.functional else contextlib.nullcontext():
             _run_blocks(dev, kernel, gm_args, int(block_dim))
         trace = dev.finish()
     finally:

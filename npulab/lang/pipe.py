@@ -9,39 +9,26 @@ turns each call into exactly the flags the hardware needs::
     free_tensor   consumer pipe sets consumer->producer        (the slot may be reused)
 
 With ``buffer_num=2`` the producer fills one slot while the consumer reads the other: double
-buffering needs nothing more than that.
+buffering needs nothing more than that. The four calls themselves are in :mod:`npulab.lang.queue`
+(and compiled, ``npulab._queue``); this module sets queues up and hands out the memory.
 """
 from __future__ import annotations
 
 from collections import deque as _fifo
 
-import numpy as np
-
-from ..errors import ArgumentTypeError, DeadlockError, ShapeError, SyncError
+from .. import _queue as _cython_calls
+from .. import twins
+from ..arch import round_up
+from ..errors import ArgumentError, ArgumentTypeError, DeadlockError, ShapeError, SyncError
 from ..sim.isa import Kind, Op, flag_key
 from ..sim.isa import Pipe as HwPipe
 from ..sim.memory import AllocRecord
+from . import context
+from . import queue as _python_calls
 from .context import current
 from .tensor import LocalTensor, Position, as_dtype, as_whole
-from ..arch import round_up
 
 _counter = {"queue": 0, "tbuf": 0}
-_WORK, _SET, _WAIT = int(Kind.WORK), int(Kind.SET), int(Kind.WAIT)
-_OP_MARK, _OP_SET, _OP_WAIT = int(Op.MARK), int(Op.SET_FLAG), int(Op.WAIT_FLAG)
-_DTYPE_CACHE: dict = {}
-
-
-def _dtype_of(dtype) -> np.dtype:
-    """as_dtype, remembered per argument (alloc_tensor runs once per tile)."""
-    try:
-        return _DTYPE_CACHE[dtype]
-    except (KeyError, TypeError):
-        dt = as_dtype(dtype)
-        try:
-            _DTYPE_CACHE[dtype] = dt
-        except TypeError:
-            pass
-        return dt
 
 
 _QUEUE_CONSTANTS: dict = {}
@@ -69,95 +56,20 @@ def _auto_name(kind: str, position: Position) -> str:
     return f"{position.name.lower()}_{kind}{_counter[kind]}"
 
 
-class PyQueueOps:
-    """The four calls a kernel makes on a queue once per tile. This is the readable version;
-    a built npulab runs the same lines compiled (``npulab._stream.QueueOps``, pyx/_stream.pyx),
-    and tests/test_fast_paths.py holds the two to the same traces and errors."""
+class Queue:
+    """Ascend C ``TQue<position, depth>``: give it a name so traces and errors can say whose bytes.
 
-    def alloc_tensor(self, dtype) -> LocalTensor:
-        """Take the next free slot (Ascend C ``AllocTensor<T>()``)."""
-        if self.core is None:
-            self._need_init("alloc_tensor")
-        dt = _dtype_of(dtype)
-        held = self.held
-        slot = self.allocs % self.buffer_num
-        if held[slot]:
-            if all(held):
-                self._all_held()
-            slot = held.index(False)
-        if self.synced and self.allocs >= self.buffer_num:
-            i = self._issue(self._producer, _WAIT, _OP_WAIT, key=self.back, name=self._n_wait[slot])
-            self.waits += 1
-        else:
-            i = self._issue(self._producer, _WORK, _OP_MARK, name=self._n_alloc[slot])
-        self.allocs += 1
-        held[slot] = True
-        offset, owner = self._slots[slot]
-        rec = AllocRecord(self._buffer_name, owner, offset, self.slot_bytes, i)
-        self.buffer.log.append(rec)
-        self.records[slot] = rec
-        # a LocalTensor holds nothing but where the slot is: one per (slot, dtype) serves every
-        # allocation of the slot (ownership is checked by slot, never by identity)
-        t = self._tensors.get((slot, dt))
-        if t is None:
-            t = self._tensors[slot, dt] = LocalTensor(self.buffer, offset, dt, self.slot_bytes // dt.itemsize,
-                                                      self.position, self.name, self, slot)
-        return t
+    This class holds what a queue is besides its four calls: its slots, flags and names, and
+    its errors. The calls (alloc_tensor, enque, deque, free_tensor) are the compiled ones
+    (``npulab._queue.QueueOps``) or their readable twin (:class:`npulab.lang.queue.QueueOps`):
+    ``Queue(...)`` makes a queue with those of the running launch's side of :mod:`npulab.twins`
+    (outside a kernel: the switch's side)."""
 
-    def enque(self, t: LocalTensor) -> None:
-        """Hand a written tensor to the consumer pipe (Ascend C ``EnQue``)."""
-        if self.core is None:
-            self._need_init("enque")
-        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
-            self._own(t, "enque")
-        if self.synced:
-            self._issue(self._producer, _SET, _OP_SET, key=self.fwd, name=self._n_enque[t.slot])
-        self.enqueued.append(t)
-
-    def deque(self, dtype=None) -> LocalTensor:
-        """Take the oldest enqueued tensor; the consumer pipe waits until it is written."""
-        if self.core is None:
-            self._need_init("deque")
-        if not self.enqueued:
-            self._nothing_enqueued()
-        t = self.enqueued.popleft()
-        if dtype is not None and as_dtype(dtype) != t.dtype:
-            t = t.reinterpret_cast(dtype)
-        if self.synced:
-            self._issue(self._consumer, _WAIT, _OP_WAIT, key=self.fwd, name=self._n_deque[t.slot])
-        return t
-
-    def free_tensor(self, t: LocalTensor) -> None:
-        """Give the slot back to the producer (Ascend C ``FreeTensor``)."""
-        if self.core is None:
-            self._need_init("free_tensor")
-        if getattr(t, "queue", None) is not self or not self.held[t.slot]:
-            self._own(t, "free_tensor")
-        slot = t.slot
-        if self.enqueued:
-            for e in self.enqueued:
-                if e.slot == slot:
-                    self._still_enqueued(t)
-        if self.synced:
-            i = self._issue(self._consumer, _SET, _OP_SET, key=self.back, name=self._n_free[slot])
-            self.frees += 1
-        else:
-            i = self._issue(self._consumer, _WORK, _OP_MARK, name=self._n_free[slot])
-        self.held[slot] = False
-        self.records.pop(slot).released = i
-
-
-try:                                    # the compiled calls, when the extension is built
-    from .._stream import QueueOps as _QueueOps, bind_queue as _bind_queue
-except ImportError:                     # pragma: no cover - a source tree without build_ext
-    _QueueOps = PyQueueOps
-else:
-    _bind_queue(LocalTensor, AllocRecord, _dtype_of, _DTYPE_CACHE, as_dtype, (_WORK, _SET, _WAIT),
-                (_OP_MARK, _OP_SET, _OP_WAIT))
-
-
-class _QueueSetup:
-    """What a queue is besides its four calls: its slots, flags and names, and its errors."""
+    def __new__(cls, position: Position, name: str | None = None):
+        if cls is Queue:
+            ctx = context.stack()
+            cls = _QUEUES[ctx[-1].device.twins if ctx else twins.side()]
+        return super().__new__(cls)
 
     def __init__(self, position: Position, name: str | None = None):
         self.position = Position(position)
@@ -166,6 +78,10 @@ class _QueueSetup:
         self.buffer_num = 0
 
     def _setup(self, core, buffer, offset, buffer_num, slot_bytes):
+        if _QUEUES[core.device.twins] is not type(self):
+            raise ArgumentError(
+                f"queue '{self.name}' was made for the {type(self).twins} twins and this launch runs the "
+                f"{core.device.twins} ones (npulab.twins): make the queue inside the kernel")
         self.core, self.buffer, self.base = core, buffer, offset
         self.buffer_num, self.slot_bytes = buffer_num, slot_bytes
         self.held = [False] * buffer_num
@@ -180,9 +96,7 @@ class _QueueSetup:
             self.fwd = flag_key(producer, consumer, core.take_event(producer, consumer, self.name))
             self.back = flag_key(consumer, producer, core.take_event(consumer, producer, self.name))
         self._producer, self._consumer = int(producer), int(consumer)
-        self._issue = core.issue
-        if hasattr(self, "_bind_stream"):     # the compiled calls issue through the stream itself
-            self._bind_stream(core.stream)
+        self._bind_stream(core.stream)        # the four calls issue their flags into it
         names = self._names
         self._n_wait, self._n_alloc, self._n_enque, self._n_deque, self._n_free = (
             names["wait"], names["alloc"], names["enque"], names["deque"], names["free"])
@@ -228,12 +142,15 @@ class _QueueSetup:
         self.core = None
 
 
-class Queue(_QueueSetup, _QueueOps):
-    """Ascend C ``TQue<position, depth>``: give it a name so traces and errors can say whose bytes."""
+class _CythonQueue(Queue, _cython_calls.QueueOps):
+    twins = "cython"
 
 
-class PyQueue(_QueueSetup, PyQueueOps):
-    """A Queue whose four calls run as the Python above (the twin the fast-path tests compare)."""
+class _PythonQueue(Queue, _python_calls.QueueOps):
+    twins = "python"
+
+
+_QUEUES = {"cython": _CythonQueue, "python": _PythonQueue}
 
 
 class TBuf:
@@ -273,7 +190,7 @@ class TPipe:
         if isinstance(queue, TBuf):
             if nbytes is None:
                 buffer_num, nbytes = 1, buffer_num
-        elif not isinstance(queue, _QueueSetup):
+        elif not isinstance(queue, Queue):
             raise ArgumentTypeError(f"init_buffer takes a Queue or a TBuf, got {type(queue).__name__}")
         elif nbytes is None:
             raise ShapeError(f"init_buffer({queue.name}, buffer_num, nbytes): nbytes is missing")

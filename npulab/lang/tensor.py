@@ -68,6 +68,23 @@ def as_dtype(dtype) -> np.dtype:
     return dt
 
 
+#: the answers of :func:`dtype_of`, by argument (the compiled queue calls read it directly)
+DTYPES_SEEN: dict = {}
+
+
+def dtype_of(dtype) -> np.dtype:
+    """:func:`as_dtype`, remembered per argument (alloc_tensor runs once per tile)."""
+    try:
+        return DTYPES_SEEN[dtype]
+    except (KeyError, TypeError):
+        dt = as_dtype(dtype)
+        try:
+            DTYPES_SEEN[dtype] = dt
+        except TypeError:               # an unhashable argument: not remembered
+            pass
+        return dt
+
+
 class GlobalTensor:
     """A 1-D window onto a GM allocation (Ascend C ``GlobalTensor<T>``).
 

@@ -5,8 +5,9 @@ Kernel-language calls end in ``core.issue`` (the core's :mod:`~npulab.sim.stream
 appends one instruction (pipe, kind, opcode, duration, latency, flag key, bytes, FLOPs, energy,
 the byte ranges it reads and writes) to its columns; what it costs comes from
 :mod:`npulab.sim.cost` (``device.cost``). Numerics, in functional mode, have already happened in
-program order by then; :meth:`Device.finish` schedules every core (Cython), checks races and
-returns the :class:`~npulab.sim.trace.Trace`.
+program order by then; :meth:`Device.finish` schedules every core (the Cython scheduler, or its
+readable twin: the device's side of :mod:`npulab.twins`), checks races and returns the
+:class:`~npulab.sim.trace.Trace`.
 """
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from ..arch import BUFFERS, DEFAULT_CHIP
 from ..chips import CORE_TYPES, ChipSpec, get_chip
 from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBudgetError, RaceError,
                       SyncError)
-from . import races
+from .. import _stream, _timeline, formats, twins
+from . import races, stream, timeline
 from .cost import CostModel
 from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
 from .memory import Buffer
-from .stream import make_budget, make_stream
 
 MODES = ("functional", "timing")
 DEFAULT_BUDGET = 20_000_000
@@ -31,17 +32,6 @@ DEFAULT_BUDGET = 20_000_000
 #: (:meth:`GmTraffic.refine`); they stop once no copy would change by more than 1%, in two to
 #: four passes for the kernels here
 GM_ROUNDS = 16
-
-
-def scheduler(name: str = "cython"):
-    """The timeline scheduler: ``"cython"`` (fast) or ``"python"`` (the readable twin)."""
-    if name == "cython":
-        from .. import _timeline
-        return _timeline.schedule
-    if name == "python":
-        from .timeline import schedule
-        return schedule
-    raise ArgumentError(f"scheduler must be 'cython' or 'python', got {name!r}")
 
 
 class _AivBuffers(dict):
@@ -100,12 +90,11 @@ class Core:
             self.buffers = _AicBuffers(buffers, where)
         else:
             self.buffers = buffers
-        # the instruction stream (sim/stream.py; the Cython one unless the launch asked for
-        # the readable twins with scheduler="python"). ``core.issue(pipe, kind, op, dur, *,
-        # key, name, nbytes, flops, energy, route, reads, writes, lat)`` appends one instruction
-        # and returns its index (Stream.issue)
-        self.stream = make_stream(device.counter, device.check_races, self._over_budget,
-                                  fast=device.scheduler_name != "python")
+        # the instruction stream (sim/stream.py, or its Cython twin npulab._stream: the
+        # launch's side of npulab.twins). ``core.issue(pipe, kind, op, dur, *, key, name,
+        # nbytes, flops, energy, route, reads, writes, lat)`` appends one instruction and
+        # returns its index (Stream.issue)
+        self.stream = device.streams.Stream(device.counter, device.check_races, self._over_budget)
         self.issue = self.stream.issue
         self.accesses: dict[int, list] = self.stream.accesses
         self._block_runs: list[tuple[int, int]] = []     # (first instruction, block index)
@@ -209,11 +198,14 @@ class Device:
     split chip (910B class) an "aiv" kernel gets the AIV cores, on a coupled chip every kernel
     gets the AI cores. An "aiv" core has only the UB of the on-chip buffers; an "aic" core of a
     split chip has every buffer but the UB (a coupled core, or a "mix" launch, has all five).
+
+    The device reads :mod:`npulab.twins` once, here (``twins``: "cython" or "python"), and
+    everything of its launch runs on that side: the instruction streams, the timeline
+    scheduler, the queue calls and the byte moves.
     """
 
     def __init__(self, chip: ChipSpec | str = DEFAULT_CHIP, mode: str = "functional", block_dim: int = 1,
-                 budget: int = DEFAULT_BUDGET, check_races: bool | None = None,
-                 scheduler_name: str = "cython", core_type: str = "aic"):
+                 budget: int = DEFAULT_BUDGET, check_races: bool | None = None, core_type: str = "aic"):
         self.chip = get_chip(chip)
         if mode not in MODES:
             raise ArgumentError(f"mode must be one of {MODES}, got {mode!r}")
@@ -228,8 +220,11 @@ class Device:
         self.active_cores = min(block_dim, self.chip.cores_for(core_type))
         self.budget = budget
         self.check_races = self.functional if check_races is None else check_races
-        self.scheduler_name = scheduler_name
-        self.counter = make_budget(budget, fast=scheduler_name != "python")
+        self.twins = twins.side()
+        self.streams = twins.pick(_stream, stream, self.twins)            # Budget and Stream
+        self.schedule = twins.pick(_timeline.schedule, timeline.schedule, self.twins)
+        self.moves = formats.moves(self.twins)      # the byte moves and the worker (formats.Moves)
+        self.counter = self.streams.Budget(budget)
         self.memo: dict = {}                # derived costs the kernel language works out once a launch
         self.cost = CostModel(self.chip, self.active_cores, core_type)   # what each instruction costs
         self.cores = [Core(self, c) for c in range(self.active_cores)]
@@ -250,7 +245,7 @@ class Device:
         the next core or launch to take."""
         for c in self.cores if core is None else (core,):
             for buf in dict.values(c.buffers):
-                buf.recycle()
+                buf.recycle(self.moves.worker.zero_bytes)
 
     def release(self) -> None:
         """The launch is over and its Trace made: break the reference cycles among the device's
@@ -268,7 +263,7 @@ class Device:
     def finish(self):
         """Schedule every core, check races, and return the Trace."""
         from .trace import Trace
-        schedule = scheduler(self.scheduler_name)
+        schedule = self.schedule
         self.gm_stats = self.gm.settle()    # GM copy durations: shared HBM, read/write split, L2
         timelines = []
         for core in self.cores:

@@ -3,20 +3,27 @@
 Every call of the kernel language lowers to these. The scheduler only needs four *kinds*
 (plain work, set a flag, wait on a flag, full barrier); the opcode says what the work was, for
 the trace, the energy model and the learner.
+
+The numbers are declared once, in ``pyx/_isa.pxd``, for the Cython modules and (through
+``npulab._isa``) for these enums: the names and meanings live here.
 """
 from enum import IntEnum
+
+from .. import _isa
+
+_P, _K, _O = _isa.PIPES, _isa.KINDS, _isa.OPS
 
 
 class Pipe(IntEnum):
     """The pipes of one AI core. Each runs its instructions in order; pipes run in parallel."""
-    S = 0      # scalar: issues every instruction, runs scalar code
-    MTE1 = 1   # L1 -> L0A / L0B
-    MTE2 = 2   # GM -> L1 / UB
-    MTE3 = 3   # UB -> GM
-    M = 4      # cube (matrix) unit
-    V = 5      # vector unit
-    FIX = 6    # FixPipe: L0C -> GM / L1 / UB
-    ALL = 7    # only as the argument of a full pipe_barrier
+    S = _P["S"]            # scalar: issues every instruction, runs scalar code
+    MTE1 = _P["MTE1"]      # L1 -> L0A / L0B
+    MTE2 = _P["MTE2"]      # GM -> L1 / UB
+    MTE3 = _P["MTE3"]      # UB -> GM
+    M = _P["M"]            # cube (matrix) unit
+    V = _P["V"]            # vector unit
+    FIX = _P["FIX"]        # FixPipe: L0C -> GM / L1 / UB
+    ALL = _P["ALL"]        # only as the argument of a full pipe_barrier
 
     @property
     def track(self) -> str:
@@ -24,7 +31,8 @@ class Pipe(IntEnum):
         return TRACK_NAMES[self]
 
 
-NUM_PIPES = 7
+#: the pipes an instruction can run on (S .. FIX)
+NUM_PIPES = _isa.PIPE_COUNT
 TRACK_NAMES = {Pipe.S: "SCALAR", Pipe.MTE1: "MTE1", Pipe.MTE2: "MTE2", Pipe.MTE3: "MTE3",
                Pipe.M: "CUBE", Pipe.V: "VECTOR", Pipe.FIX: "FIXP"}
 #: msprof PipeUtilization / op_summary ratio names.
@@ -35,39 +43,39 @@ RATIO_NAMES = {Pipe.S: "scalar_ratio", Pipe.MTE1: "mte1_ratio", Pipe.MTE2: "mte2
 
 class Kind(IntEnum):
     """What the scheduler must know of an instruction."""
-    WORK = 0         # occupies its pipe for its duration
-    SET = 1          # set_flag: fires when every earlier instruction of its pipe has finished
-    WAIT = 2         # wait_flag: its pipe stalls until the matching set has fired
-    BARRIER_ALL = 3  # pipe_barrier(PIPE_ALL): waits for every pipe, then lets all continue
+    WORK = _K["WORK"]                  # occupies its pipe for its duration
+    SET = _K["SET"]                    # set_flag: fires when every earlier instruction of its pipe has finished
+    WAIT = _K["WAIT"]                  # wait_flag: its pipe stalls until the matching set has fired
+    BARRIER_ALL = _K["BARRIER_ALL"]    # pipe_barrier(PIPE_ALL): waits for every pipe, then lets all continue
 
 
 class Op(IntEnum):
     """Opcodes, grouped by unit."""
     # sync (any pipe)
-    SET_FLAG = 0
-    WAIT_FLAG = 1
-    BARRIER = 2
-    MARK = 3            # zero-cost marker (a queue slot taken without waiting)
+    SET_FLAG = _O["SET_FLAG"]
+    WAIT_FLAG = _O["WAIT_FLAG"]
+    BARRIER = _O["BARRIER"]
+    MARK = _O["MARK"]                  # zero-cost marker (a queue slot taken without waiting)
     # scalar
-    SCALAR = 10
+    SCALAR = _O["SCALAR"]
     # data movement
-    COPY_GM_TO_UB = 20
-    COPY_GM_TO_L1 = 21
-    COPY_UB_TO_GM = 22
-    COPY_L1_TO_L0A = 23
-    COPY_L1_TO_L0B = 24
-    COPY_L1_TO_UB = 25
-    COPY_UB_TO_UB = 26
-    FIXPIPE = 27
+    COPY_GM_TO_UB = _O["COPY_GM_TO_UB"]
+    COPY_GM_TO_L1 = _O["COPY_GM_TO_L1"]
+    COPY_UB_TO_GM = _O["COPY_UB_TO_GM"]
+    COPY_L1_TO_L0A = _O["COPY_L1_TO_L0A"]
+    COPY_L1_TO_L0B = _O["COPY_L1_TO_L0B"]
+    COPY_L1_TO_UB = _O["COPY_L1_TO_UB"]
+    COPY_UB_TO_UB = _O["COPY_UB_TO_UB"]
+    FIXPIPE = _O["FIXPIPE"]
     # vector
-    VEC_BINARY = 40     # add, sub, mul, div, max, min
-    VEC_SCALAR = 41     # adds, muls, maxs, mins
-    VEC_UNARY = 42      # abs, relu, exp, ln, sqrt, reciprocal
-    VEC_CAST = 43
-    VEC_DUP = 44
-    VEC_REDUCE = 45
+    VEC_BINARY = _O["VEC_BINARY"]      # add, sub, mul, div, max, min
+    VEC_SCALAR = _O["VEC_SCALAR"]      # adds, muls, maxs, mins
+    VEC_UNARY = _O["VEC_UNARY"]        # abs, relu, exp, ln, sqrt, reciprocal
+    VEC_CAST = _O["VEC_CAST"]
+    VEC_DUP = _O["VEC_DUP"]
+    VEC_REDUCE = _O["VEC_REDUCE"]
     # cube
-    MMAD = 60
+    MMAD = _O["MMAD"]
 
 
 #: Opcodes whose work counts as the cube unit's arithmetic (for mac_ratio and FLOPs).

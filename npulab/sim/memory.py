@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AlignmentError, BufferOverflowError
-from ..formats import PENDING as _PENDING, sync as _sync, zero_bytes as _zero
+from ..formats import PENDING as _PENDING, sync as _sync
 from ..arch import round_up
 
 
@@ -85,9 +85,10 @@ class Buffer:
             d = self._data = free.pop() if free else np.zeros(self.capacity, dtype=np.uint8)
         return d
 
-    def recycle(self) -> None:
-        """The launch is over: drop deferred work, zero what was used, give the array back.
-        (A LocalTensor view kept past its launch no longer shows this core's bytes.)"""
+    def recycle(self, zero_bytes) -> None:
+        """The launch is over: drop deferred work, zero what was used (with ``zero_bytes``, the
+        launch's formats.worker's), give the array back. (A LocalTensor view kept past its
+        launch no longer shows this core's bytes.)"""
         d = self._data
         if d is None:
             return
@@ -95,7 +96,7 @@ class Buffer:
         chains = getattr(self, "_mmad_chains", None)
         if chains:
             chains.clear()
-        _zero(d, self.high)          # queued behind the moves still writing d, when deferring
+        zero_bytes(d, self.high)     # queued behind the moves still writing d, when deferring
         self.high = 0
         free = _POOL.setdefault(self.capacity, [])
         if len(free) < _POOL_KEEP:

@@ -9,9 +9,9 @@ Instructions are replayed in the scheduler's ``order``, which respects every dep
 """
 from __future__ import annotations
 
+from .isa import NUM_PIPES, Kind, Pipe
 
-NUM_PIPES = 7
-SET, WAIT, BARRIER_ALL = 1, 2, 3
+S, SET, WAIT, BARRIER_ALL = int(Pipe.S), int(Kind.SET), int(Kind.WAIT), int(Kind.BARRIER_ALL)
 PAGE = 4096
 
 
@@ -30,7 +30,7 @@ def find_race(pipe, kind, match, order, accesses):
     prev = -1
     for i in range(n):
         last_s[i] = prev
-        if pipe[i] == 0 or kind[i] == BARRIER_ALL:
+        if pipe[i] == S or kind[i] == BARRIER_ALL:
             prev = i
     clock_of = {}                                   # clocks of S, SET and barrier instructions
     pipe_clock = [[0] * NUM_PIPES for _ in range(NUM_PIPES)]
@@ -38,19 +38,19 @@ def find_race(pipe, kind, match, order, accesses):
     for i in order:
         i = int(i)
         k = kind[i]
-        p = 0 if k == BARRIER_ALL else pipe[i]
+        p = S if k == BARRIER_ALL else pipe[i]
         vc = pipe_clock[p]
         if k == BARRIER_ALL:
             for q in range(NUM_PIPES):
                 vc = _join(vc, pipe_clock[q])
-        if p != 0 and last_s[i] >= 0:
+        if p != S and last_s[i] >= 0:
             vc = _join(vc, clock_of[last_s[i]])
         if k == WAIT and match[i] >= 0:
             vc = _join(vc, clock_of[int(match[i])])
         vc = list(vc)
         vc[p] += 1
         pipe_clock[p] = vc
-        if p == 0 or k == SET or k == BARRIER_ALL:
+        if p == S or k == SET or k == BARRIER_ALL:
             clock_of[i] = vc
         for buf, lo, hi, write in accesses.get(i, ()):
             seen = set()

@@ -5,9 +5,10 @@ flag key, name, bytes, FLOPs, energy, route, latency) appended in program order,
 against the launch's instruction budget, and, when the race checker is on, the byte ranges it
 reads and writes recorded. The launch reads the stream back as columns when it finishes.
 
-This is the readable specification. ``npulab._stream.Stream`` (Cython, used when built) has
-the same signatures and results and keeps the numbers in typed arrays: it optimises the call
-(no Python frame) and the columns (numpy reads them without converting each element).
+This is the readable specification. ``npulab._stream`` (pyx/_stream.pyx) has the same
+``Budget`` and ``Stream`` with the same signatures and results and keeps the numbers in typed
+arrays: it optimises the call (no Python frame) and the columns (numpy reads them without
+converting each element). A launch uses the one its side of :mod:`npulab.twins` names.
 """
 from __future__ import annotations
 
@@ -67,28 +68,3 @@ class Stream:
     def column(self, name: str) -> list:
         """One column, in program order (the list itself: settling a GM copy writes ``dur``)."""
         return self._cols[name]
-
-
-def make_budget(limit: int, fast: bool = True):
-    """A :class:`Budget` for :func:`make_stream` (the Cython one when ``fast`` and built)."""
-    if fast:
-        try:
-            from .. import _stream
-        except ImportError:                 # pragma: no cover - a source tree without the build
-            pass
-        else:
-            return _stream.Budget(limit)
-    return Budget(limit)
-
-
-def make_stream(budget: Budget, check_races: bool, over_budget, fast: bool = True):
-    """A :class:`Stream`: the Cython one when ``fast`` and built (``budget`` from
-    :func:`make_budget` with the same ``fast``), else this module's."""
-    if fast:
-        try:
-            from .. import _stream
-        except ImportError:                 # pragma: no cover - a source tree without the build
-            pass
-        else:
-            return _stream.Stream(budget, check_races, over_budget)
-    return Stream(budget, check_races, over_budget)

@@ -30,18 +30,23 @@ used, which the race checker replays.
 """
 from __future__ import annotations
 
-from ..errors import DeadlockError
+from ..errors import ArgumentError, DeadlockError
+from .isa import NUM_PIPES, Kind, Pipe
 
-S, WORK, SET, WAIT, BARRIER_ALL = 0, 0, 1, 2, 3
-NUM_PIPES = 7
+# the numbers (pyx/_isa.pxd) as plain ints: the loops below compare them millions of times
+S, WORK, SET, WAIT, BARRIER_ALL = int(Pipe.S), int(Kind.WORK), int(Kind.SET), int(Kind.WAIT), int(Kind.BARRIER_ALL)
 
 
 def match_flags(kind, key):
-    """match[i] = index of the SET that WAIT i consumes (the k-th set of its key), or -1."""
+    """match[i] = index of the SET that WAIT i consumes (the k-th set of its key), or -1.
+    Raises ArgumentError when a SET or WAIT has a negative key."""
     sets_of_key: dict[int, list[int]] = {}
     for i, k in enumerate(kind):
-        if k == SET:
-            sets_of_key.setdefault(key[i], []).append(i)
+        if k == SET or k == WAIT:
+            if key[i] < 0:
+                raise ArgumentError(f"flag key of instruction {i} is negative ({key[i]})")
+            if k == SET:
+                sets_of_key.setdefault(key[i], []).append(i)
     used: dict[int, int] = {}
     match = [-1] * len(kind)
     for i, k in enumerate(kind):
@@ -60,11 +65,17 @@ def schedule(pipe, kind, dur, key, issue_cycles=1, lat=None):
     lat: the in-flight cycles after each instruction's work (default none); read only for
     WORK off the scalar pipe. ``end`` is when an instruction completed; a WORK instruction
     occupied its pipe over ``[start, start + dur)``.
-    Raises DeadlockError, whose ``blocked`` lists the instructions that can never start.
+    Raises DeadlockError, whose ``blocked`` lists the instructions that can never start, and
+    ArgumentError for columns of different lengths or a pipe out of range.
     """
     n = len(pipe)
     lat = [0] * n if lat is None else lat
+    if len(kind) != n or len(dur) != n or len(key) != n or len(lat) != n:
+        raise ArgumentError("pipe, kind, dur, key and lat must have one length")
     match = match_flags(kind, key)
+    if n and (min(pipe) < 0 or max(pipe) >= NUM_PIPES):
+        i = next(i for i, p in enumerate(pipe) if not 0 <= p < NUM_PIPES)
+        raise ArgumentError(f"pipe of instruction {i} is {pipe[i]}; expected 0..{NUM_PIPES - 1}")
     start = [0] * n
     end = [0] * n
     done = [False] * n

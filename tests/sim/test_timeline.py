@@ -1,91 +1,88 @@
-"""The timeline scheduler: hand-computed cases, and the Cython core held to its Python twin."""
+"""The timeline scheduler (npulab.sim.timeline and its Cython twin npulab._timeline):
+hand-computed cases on both twins (the ``side`` fixture), and the two held to each other on
+random streams, deadlocks included."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npulab import DeadlockError, _timeline
+from npulab import ArgumentError, DeadlockError, _timeline, twins
 from npulab.sim import timeline
 from npulab.sim.isa import Kind, Pipe, flag_key
 from npulab.bench.streams import random_stream, streaming_stream
 
-TWINS = {"python": timeline.schedule, "cython": _timeline.schedule}
 W, SET, WAIT, BAR = Kind.WORK, Kind.SET, Kind.WAIT, Kind.BARRIER_ALL
 K = flag_key(Pipe.MTE2, Pipe.V, 0)
 
 
-def run(twin, rows, issue=1):
+def schedule(side):
+    """The scheduler of ``side``."""
+    return twins.pick(_timeline.schedule, timeline.schedule, side)
+
+
+def run(side, rows, issue=1):
     """rows: (pipe, kind, dur, key) or (pipe, kind, dur, key, lat) each."""
     rows = [tuple(r) + (0,) * (5 - len(r)) for r in rows]
     pipe, kind, dur, key, lat = zip(*rows)
-    s, e, order, match = TWINS[twin](list(pipe), list(kind), list(dur), list(key), issue, list(lat))
+    s, e, order, match = schedule(side)(list(pipe), list(kind), list(dur), list(key), issue, list(lat))
     return list(map(int, s)), list(map(int, e))
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_pipes_run_in_parallel_each_in_order(twin):
+def test_pipes_run_in_parallel_each_in_order(side):
     rows = [(Pipe.MTE2, W, 10, -1), (Pipe.V, W, 5, -1), (Pipe.MTE2, W, 3, -1)]
     # issued at 0, 1, 2; MTE2 runs 0-10 then 10-13; V runs 1-6
-    assert run(twin, rows) == ([0, 1, 10], [10, 6, 13])
+    assert run(side, rows) == ([0, 1, 10], [10, 6, 13])
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_set_fires_after_its_pipe_and_wait_stalls(twin):
+def test_set_fires_after_its_pipe_and_wait_stalls(side):
     rows = [(Pipe.MTE2, W, 100, -1), (Pipe.MTE2, SET, 0, K), (Pipe.V, WAIT, 0, K), (Pipe.V, W, 8, -1)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert (s[1], e[1]) == (100, 100)        # set fires when the copy is done
     assert (s[2], e[2]) == (2, 100)          # the wait holds V from its issue until then
     assert (s[3], e[3]) == (100, 108)
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_scalar_work_delays_issue(twin):
+def test_scalar_work_delays_issue(side):
     rows = [(Pipe.S, W, 50, -1), (Pipe.V, W, 5, -1)]
-    assert run(twin, rows) == ([0, 50], [50, 55])
+    assert run(side, rows) == ([0, 50], [50, 55])
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_barrier_all_waits_for_every_pipe(twin):
+def test_barrier_all_waits_for_every_pipe(side):
     rows = [(Pipe.MTE2, W, 40, -1), (Pipe.V, W, 7, -1), (Pipe.S, BAR, 0, -1), (Pipe.MTE3, W, 5, -1)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert s[2] == 40 and s[3] == 40 and e[3] == 45
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_wait_before_set_in_program_order_is_fine_on_other_pipes(twin):
+def test_wait_before_set_in_program_order_is_fine_on_other_pipes(side):
     rows = [(Pipe.V, WAIT, 0, K), (Pipe.V, W, 4, -1), (Pipe.MTE2, W, 30, -1), (Pipe.MTE2, SET, 0, K)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert e[0] == 32 and (s[1], e[1]) == (32, 36)      # MTE2 issued at 2, done at 32
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_kth_wait_matches_kth_set(twin):
+def test_kth_wait_matches_kth_set(side):
     rows = [(Pipe.MTE2, W, 10, -1), (Pipe.MTE2, SET, 0, K), (Pipe.MTE2, W, 10, -1), (Pipe.MTE2, SET, 0, K),
             (Pipe.V, WAIT, 0, K), (Pipe.V, WAIT, 0, K)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert (e[4], e[5]) == (10, 20)
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_back_to_back_copies_overlap_their_latencies(twin):
+def test_back_to_back_copies_overlap_their_latencies(side):
     rows = [(Pipe.MTE2, W, 10, -1, 200), (Pipe.MTE2, W, 10, -1, 200)]
     # the pipe is free after 10 cycles of transfer; each copy completes 200 cycles later.
     # (Paid serially, the second would run 210-430.)
-    assert run(twin, rows) == ([0, 10], [210, 220])
+    assert run(side, rows) == ([0, 10], [210, 220])
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_a_pipe_completes_in_order(twin):
+def test_a_pipe_completes_in_order(side):
     rows = [(Pipe.MTE2, W, 10, -1, 200), (Pipe.MTE2, W, 5, -1, 0), (Pipe.MTE2, W, 5, -1, 300)]
     # the short second copy cannot complete before the first: it completes at 210 too
-    assert run(twin, rows) == ([0, 10, 15], [210, 210, 320])
+    assert run(side, rows) == ([0, 10, 15], [210, 210, 320])
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_set_fires_at_the_copys_completion_and_the_wait_sees_it(twin):
+def test_set_fires_at_the_copys_completion_and_the_wait_sees_it(side):
     rows = [(Pipe.MTE2, W, 100, -1, 200), (Pipe.MTE2, SET, 0, K, 50), (Pipe.V, WAIT, 0, K),
             (Pipe.V, W, 8, -1), (Pipe.MTE2, W, 50, -1, 200)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert (s[0], e[0]) == (0, 300)          # 100 cycles on MTE2, then 200 in flight
     assert (s[1], e[1]) == (100, 300)        # the set (its lat ignored) fires at completion
     assert (s[2], e[2]) == (2, 300)          # the wait holds V until then
@@ -93,33 +90,29 @@ def test_set_fires_at_the_copys_completion_and_the_wait_sees_it(twin):
     assert (s[4], e[4]) == (100, 350)        # a set does not hold its pipe: the next copy starts
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_barrier_all_waits_for_copies_in_flight(twin):
+def test_barrier_all_waits_for_copies_in_flight(side):
     rows = [(Pipe.MTE2, W, 40, -1, 60), (Pipe.V, W, 7, -1), (Pipe.S, BAR, 0, -1), (Pipe.MTE3, W, 5, -1, 9)]
-    s, e = run(twin, rows)
+    s, e = run(side, rows)
     assert s[2] == e[2] == 100 and (s[3], e[3]) == (100, 114)
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_scalar_work_has_no_latency(twin):
+def test_scalar_work_has_no_latency(side):
     rows = [(Pipe.S, W, 50, -1, 99), (Pipe.V, W, 5, -1)]
-    assert run(twin, rows) == ([0, 50], [50, 55])
+    assert run(side, rows) == ([0, 50], [50, 55])
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_wait_without_set_is_a_deadlock(twin):
+def test_wait_without_set_is_a_deadlock(side):
     rows = [(Pipe.MTE2, W, 10, -1), (Pipe.V, WAIT, 0, K), (Pipe.V, W, 1, -1)]
     with pytest.raises(DeadlockError) as info:
-        run(twin, rows)
+        run(side, rows)
     assert info.value.blocked == [1]
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_scalar_wait_on_a_later_set_deadlocks(twin):
+def test_scalar_wait_on_a_later_set_deadlocks(side):
     k = flag_key(Pipe.V, Pipe.S, 1)
     rows = [(Pipe.S, WAIT, 0, k), (Pipe.V, SET, 0, k)]    # the set can never be issued
     with pytest.raises(DeadlockError) as info:
-        run(twin, rows)
+        run(side, rows)
     assert info.value.blocked == [0]
 
 
@@ -178,8 +171,10 @@ def test_long_streaming_stream_agrees():
     assert _compare(streaming_stream(20_000, 3), 1) == "ok"
 
 
-def test_bad_input_is_rejected():
-    with pytest.raises(ValueError, match="pipe of instruction 0"):
-        _timeline.schedule([9], [0], [1], [-1], 1)
-    with pytest.raises(ValueError, match="one length"):
-        _timeline.schedule([1, 2], [0], [1], [-1], 1)
+def test_bad_input_is_rejected(side):
+    with pytest.raises(ArgumentError, match="pipe of instruction 0 is 9; expected 0..6"):
+        schedule(side)([9], [0], [1], [-1], 1)
+    with pytest.raises(ArgumentError, match="one length"):
+        schedule(side)([1, 2], [0], [1], [-1], 1)
+    with pytest.raises(ArgumentError, match=r"flag key of instruction 1 is negative \(-3\)"):
+        schedule(side)([1, 5], [1, 2], [0, 0], [0, -3], 1)

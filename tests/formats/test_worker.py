@@ -1,7 +1,9 @@
-"""The worker thread that runs the cube path's numerics during a functional launch
-(``pyx/_formats.pyx``, "deferred moves"): results and traces are the same with it and without
-it, bit for bit; whatever reads the bytes waits for the moves queued before; errors, forks, a
-full queue and BLAS's thread setting leave nothing behind."""
+"""Deferred moves (npulab._worker, the worker thread that runs the cube path's numerics during
+a functional launch on the Cython side, and its readable twin npulab.formats.worker, where every
+move runs at once): traces are the same with the worker and without it, bit for bit, and the
+results to float32 rounding; whatever reads the bytes waits for the moves queued before; errors,
+forks, a full queue and BLAS's thread setting leave nothing behind. ``_use_worker`` (a hook for
+these tests, not a twin switch) turns the worker off for the immediate run."""
 from __future__ import annotations
 
 import multiprocessing
@@ -15,34 +17,33 @@ from threadpoolctl import threadpool_info
 
 import npulab.formats as F
 import npulab.ops as ops
-from npulab import ShapeError
+from fixtures import same_numbers, trace_digest
+from npulab import ShapeError, _worker, twins
+from npulab.formats import worker as spec
 from npulab.lang import (A1, A2, PIPE_MTE1, PIPE_MTE2, TPipe, TBuf, data_copy_nd2nz, launch,
                          load_data, set_flag, wait_flag)
-from tests.test_trace_pins import trace_digest
-
-_formats = pytest.importorskip("npulab._formats")
 
 
 @pytest.fixture
 def worker():
     """The worker on (this machine has pthreads and numpy's OpenBLAS: the test needs both)."""
-    assert _formats._find_blas(), "numpy's OpenBLAS cblas_sgemm was not found"
-    prev = _formats.set_worker(True)
+    assert _worker._find_blas(), "numpy's OpenBLAS cblas_sgemm was not found"
+    prev = _worker._use_worker(True)
     yield
-    _formats.set_worker(prev)
+    _worker._use_worker(prev)
 
 
 def _both_ways(fn):
     """fn() with the worker, then without it: (result, moves queued) each time."""
     out = []
     for on in (True, False):
-        prev = _formats.set_worker(on)
+        prev = _worker._use_worker(on)
         try:
-            before = _formats.queued()
+            before = _worker.queued()
             res = fn()
-            out.append((res, _formats.queued() - before))
+            out.append((res, _worker.queued() - before))
         finally:
-            _formats.set_worker(prev)
+            _worker._use_worker(prev)
     return out
 
 
@@ -74,23 +75,11 @@ CASES = {
 }
 
 
-def _same_numbers(on, off):
-    """The moves are exact, so the only freedom is the product's float32 summation: BLAS may
-    pick another kernel for half the rows than for all of them (see product_into)."""
-    assert on.dtype == off.dtype and on.shape == off.shape
-    if on.dtype == np.float16:
-        np.testing.assert_array_max_ulp(on, off, maxulp=1)
-    elif on.dtype == np.float32:
-        np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-6 * float(np.abs(off).max()))
-    else:
-        np.testing.assert_array_equal(on, off)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_results_and_trace_with_and_without_the_worker(worker, name):
     (on, queued_on), (off, queued_off) = _both_ways(CASES[name])
     assert trace_digest(on[1], []) == trace_digest(off[1], [])      # timing never sees numbers
-    _same_numbers(on[0], off[0])
+    same_numbers(on[0], off[0])
     assert queued_off == 0
     if name != "matmul int8":               # int8 chains widen in numpy, exactly, on this thread
         assert queued_on > 0                # the worker did run moves
@@ -103,7 +92,7 @@ def test_fused_conv_bn_relu_the_same_both_ways(worker):
     bn = [rng.standard_normal(16).astype(np.float32) for _ in range(3)] + [rng.random(16).astype(np.float32) + .5]
     (on, _), (off, _) = _both_ways(lambda: ops.conv2d_bn_relu(
         x, w, None, bn[0], bn[3], bn[1], bn[2], padding=1))
-    _same_numbers(on, off)
+    same_numbers(on, off)
 
 
 @settings(max_examples=40, deadline=None)
@@ -117,25 +106,26 @@ def test_split_product_is_numpys_matmul_of_each_half(m, n, k, pad, seed):
     a = rng.standard_normal((m, k + pad)).astype(np.float32)[:, :k]
     b = rng.standard_normal((k, n)).astype(np.float32)
     out = np.full((m, n), np.nan, np.float32)
-    _formats.product_into(a, b, out)
+    _worker.product_into(a, b, out)
     np.testing.assert_array_equal(out, a @ b)
     h = (m // 2 + 15) // 16 * 16
     halves = np.vstack([a[:h] @ b, a[h:] @ b]) if m >= 32 and n >= 2 else a @ b
     out[:] = np.nan
-    with F.deferred_moves():
-        _formats.product_into(a, b, out)
+    with _worker.deferred_moves():
+        _worker.product_into(a, b, out)
     np.testing.assert_array_equal(out, halves)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     bound = 1e-6 * k * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)) + 1e-30
     assert np.all(np.abs(out - exact) <= bound)     # a float32 sum of the same k products
 
 
-def test_product_into_checks_its_arguments():
+@pytest.mark.parametrize("side", twins.SIDES)
+def test_product_into_checks_its_arguments(side):
     a, b = np.ones((32, 8), np.float32), np.ones((8, 4), np.float32)
     for bad in ((a, b, np.empty((32, 5), np.float32)), (a.astype(np.float64), b, np.empty((32, 4), np.float32)),
                 (a, np.ones((7, 4), np.float32), np.empty((32, 4), np.float32))):
-        with pytest.raises(ValueError, match="float32 \\(m, k\\) @ \\(k, n\\)"):
-            _formats.product_into(*bad)
+        with pytest.raises(ShapeError, match="float32 \\(m, k\\) @ \\(k, n\\)"):
+            twins.pick(_worker, spec, side).product_into(*bad)
 
 
 def _pack_then_read(a_gm, out_gm, rows, cols, loads):
@@ -159,9 +149,9 @@ def test_reading_a_buffer_waits_for_the_moves_queued_before(worker, loads):
     """2500 loads are more than the queue's 1024 slots: queuing waits for room."""
     rows, cols = 64, 32
     a = (np.arange(rows * cols) % 1000).astype(np.float16).reshape(rows, cols)
-    before = _formats.queued()
+    before = _worker.queued()
     launch(_pack_then_read, 1, a, np.zeros(1, np.float16), rows, cols, loads, chip="teach")
-    assert _formats.queued() - before >= 1 + loads     # (and the zeroing of the buffers at the end)
+    assert _worker.queued() - before >= 1 + loads     # (and the zeroing of the buffers at the end)
     l1, l0a = _pack_then_read.seen
     np.testing.assert_array_equal(l1, F.to_fractal(a, "NZ").reshape(-1))
     last = 16 * ((loads - 1) % (rows // 16))
@@ -185,7 +175,7 @@ def test_an_error_mid_launch_leaves_nothing_queued_and_blas_as_it_was(worker):
     a = np.ones((64, 65), np.float16)
     with pytest.raises(ShapeError, match="holds"):
         launch(_fails_after_moves, 1, a, chip="teach")
-    assert not F.PENDING and not _formats.deferring()
+    assert not F.PENDING and not _worker.deferring()
     assert _blas_threads() == threads
     c = ops.matmul(np.ones((40, 40), np.float16), np.ones((40, 40), np.float16))
     np.testing.assert_array_equal(c, np.full((40, 40), 40, np.float16))
@@ -229,5 +219,51 @@ def test_launches_from_two_threads_at_once(worker, round_):
         t.join(timeout=120)
     assert not errors and not any(t.is_alive() for t in threads)
     for seed, c in want.items():
-        _same_numbers(got[seed], c)
-    assert not _formats.deferring()
+        same_numbers(got[seed], c)
+    assert not _worker.deferring()
+
+
+@pytest.mark.parametrize("side", twins.SIDES)
+def test_outside_a_launch_a_move_runs_at_once(side):
+    """Without deferred_moves() nothing is queued on either twin: a product is numpy's matmul
+    of the whole and a zeroing is done when zero_bytes returns."""
+    w = twins.pick(_worker, spec, side)
+    rng = _rng(30)
+    a, b = rng.standard_normal((64, 40)).astype(np.float32), rng.standard_normal((40, 24)).astype(np.float32)
+    before = w.queued()
+    out = np.full((64, 24), np.nan, np.float32)
+    assert w.product_into(a, b, out) is out
+    np.testing.assert_array_equal(out, a @ b)
+    buf = np.full(100, 9, np.uint8)
+    w.zero_bytes(buf, 60)
+    assert (buf[:60] == 0).all() and (buf[60:] == 9).all() and not w.deferring()
+    with pytest.raises(ShapeError, match="zero_bytes: 101 bytes of a uint8 array of 100"):
+        w.zero_bytes(buf, 101)
+    assert w.queued() == before and not w.PENDING
+    w.sync()
+
+
+def test_the_readable_twin_never_defers():
+    with spec.deferred_moves() as moves:
+        assert not spec.deferring() and moves is not None
+        buf = np.ones(64, np.uint8)
+        spec.zero_bytes(buf, 64)                        # done at once, inside the block too
+        assert not buf.any() and spec.PENDING == [] and spec.queued() == 0
+
+
+def test_a_python_side_launch_runs_its_moves_at_once():
+    """A launch on the Python side uses the readable worker: the Cython queue stays as it was,
+    and the numbers are those of the Cython side with its worker off, bit for bit."""
+    a = _rng(31).standard_normal((130, 70)).astype(np.float16)
+    b = _rng(32).standard_normal((70, 90)).astype(np.float16)
+    before = _worker.queued()
+    with twins.use("python"):
+        c, tr = ops.matmul(a, b, return_trace=True)
+    assert _worker.queued() == before
+    prev = _worker._use_worker(False)
+    try:
+        c_off, tr_off = ops.matmul(a, b, return_trace=True)
+    finally:
+        _worker._use_worker(prev)
+    assert trace_digest(tr, [c]) == trace_digest(tr_off, [c_off])
+
