@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages the book and browser tests need on a Debian machine:
-#   chromium   driven by Python playwright in tests/test_book.py and tests/test_lab_browser.py
+#   chromium   driven by Python playwright in tests/book/test_book.py and tests/labs/test_lab_browser.py
 #   nodejs npm used by book/build.sh to install the book's browser assets (MathJax, the
 #              ipywidgets embed script, RequireJS) from the npm registry
 # Installs with apt-get only what is missing, and only as root; otherwise it says what to install.

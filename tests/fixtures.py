@@ -1,11 +1,24 @@
 """Plain helpers the test modules share (``import fixtures``: tests/conftest.py puts tests/ on
-sys.path). No test module imports another; what two of them need lives here."""
+sys.path). No test module imports another; what two of them need lives here:
+
+* comparing: :func:`assert_close` (an NPU output against its reference, within the row of
+  :mod:`npulab.ops.tolerance` for its dtype), :func:`same_numbers` (two runs of one launch);
+* traces: :func:`trace_digest`, :func:`run_vector` (a vector instruction in a one-block kernel);
+* inputs: :func:`rand`, :func:`bias_for`, :func:`positive` (seeded by a key each case names),
+  :func:`random_ints`;
+* twins: :func:`same_error_on_both_twins`.
+"""
 from __future__ import annotations
 
 import hashlib
+import zlib
 
 import numpy as np
 import pytest
+
+from npulab import lang
+from npulab.lang import VECCALC, TBuf, TPipe, data_copy_pad
+from npulab.ops.tolerance import tol
 
 COLUMNS = {"core": np.int32, "pipe": np.int8, "kind": np.int8, "op": np.int16, "start": np.int64,
            "end": np.int64, "busy_end": np.int64, "nbytes": np.int64, "flops": np.int64,
@@ -62,3 +75,68 @@ def same_error_on_both_twins(twin_modules, name: str, args, error) -> str:
         messages.append(str(info.value))
     assert messages[0] == messages[1], messages
     return messages[0]
+
+
+# -- comparing ---------------------------------------------------------------------------------
+def assert_close(actual, expected, dtype=None, unit: str = "vector", err_msg: str = "") -> None:
+    """Assert ``actual`` (an NPU output) matches ``expected`` (the reference) within the table's
+    row for ``dtype`` (default: ``actual``'s dtype) on ``unit``."""
+    actual = np.asarray(actual)
+    dtype = actual.dtype if dtype is None else dtype
+    assert actual.shape == np.shape(expected), f"shape {actual.shape} != expected {np.shape(expected)}"
+    np.testing.assert_allclose(actual.astype(np.float64), np.asarray(expected, np.float64),
+                               err_msg=err_msg, **tol(dtype, unit))
+
+
+# -- inputs ------------------------------------------------------------------------------------
+def _rng(key: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(key.encode()))
+
+
+def rand(shape, dtype, key: str, scale: float = 1.0) -> np.ndarray:
+    """Values of ``dtype``: normal x ``scale`` for floats, all of -128..127 for int8, and
+    -3000..2999 for int32 (an int8 op's bias, added in the int32 accumulator)."""
+    dt = np.dtype(dtype)
+    if dt == np.int8:
+        return _rng(key).integers(-128, 128, size=shape).astype(np.int8)
+    if dt == np.int32:
+        return _rng(key).integers(-3000, 3000, size=shape).astype(np.int32)
+    return (_rng(key).standard_normal(shape) * scale).astype(dt)
+
+
+def bias_for(n: int, dtype, key: str) -> np.ndarray:
+    """A bias for an op on ``dtype`` inputs: int32 for int8 ones, else ``dtype``."""
+    return rand(n, np.int32 if np.dtype(dtype) == np.int8 else dtype, key)
+
+
+def positive(shape, dtype, key: str) -> np.ndarray:
+    """Values in 0.5 .. 2 (variances)."""
+    return _rng(key).uniform(0.5, 2.0, shape).astype(dtype)
+
+
+# -- a vector instruction in a kernel ----------------------------------------------------------
+def run_vector(body, *arrays, dtype=np.float32, out_dtype=None, chip="teach"):
+    """Copy arrays into UB, run body(dst, *srcs) on V, copy dst out. Flags placed by hand."""
+    out_dtype = out_dtype or dtype
+    n = arrays[0].size
+
+    def kernel(out, *ins):
+        pipe = TPipe()
+        bufs = [TBuf(VECCALC, f"in{i}") for i in range(len(ins))]
+        obuf = TBuf(VECCALC, "out")
+        for b in bufs:
+            pipe.init_buffer(b, n * np.dtype(dtype).itemsize + 32)
+        pipe.init_buffer(obuf, n * np.dtype(out_dtype).itemsize + 32)
+        srcs = [b.get(dtype) for b in bufs]
+        for s, g in zip(srcs, ins):
+            data_copy_pad(s, g, n)
+        lang.set_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
+        lang.wait_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
+        dst = obuf.get(out_dtype)
+        body(dst, *srcs)
+        lang.set_flag(lang.PIPE_V, lang.PIPE_MTE3, 0)
+        lang.wait_flag(lang.PIPE_V, lang.PIPE_MTE3, 0)
+        data_copy_pad(out, dst, n)
+
+    (out, *_), trace = lang.launch(kernel, 1, np.zeros(n, out_dtype), *arrays, chip=chip)
+    return out, trace

@@ -108,7 +108,7 @@ def functional_vs_numpy(shape=FUNCTIONAL, chip=DEFAULT_CHIP, seed: int = 0, repe
 
     ``vs_numpy_ratio`` is measured with the race checker off (``check_races: false`` in the
     row): it is a debugging aid for kernels under development, off in timing mode too, and the
-    template is race-checked in tests/test_matmul.py. The same run with the checker on is
+    template is race-checked in tests/kernels/test_matmul.py. The same run with the checker on is
     reported beside it (``race_checked_seconds``, ``race_checked_vs_numpy_ratio``).
 
     numpy's BLAS runs on every host core (``blas_threads``). The simulator uses two host

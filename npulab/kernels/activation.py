@@ -103,7 +103,7 @@ def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_
     asks for the widened form (asc-devkit impl/adv_api/detail/activation/gelu/gelu_impl.h);
     ``compute_dtype="float32"`` is that high-precision form. fp16 GELU-erf also runs in fp16
     by default, unlike ops-nn's GeluV2, which widens fp16 to fp32 (every finite fp16 input
-    stays within 0.18 of the fp16 tolerance; tests/test_activation.py checks them all);
+    stays within 0.18 of the fp16 tolerance; tests/kernels/test_activation.py checks them all);
     ``compute_dtype="float32"`` is ops-nn's widened path."""
     chip = get_chip(chip)
     if activation not in ACTIVATIONS:

@@ -10,7 +10,7 @@
 Everything written is deterministic: cell ids are numbered, no timing metadata is kept, widget
 model ids are renumbered in order of appearance, and the labs seed their randomness. So
 regenerating from unchanged sources reproduces the committed notebooks, which is what the
-parity test checks (``tests/test_labs.py``).
+parity test checks (``tests/labs/test_labs.py``).
 """
 from __future__ import annotations
 

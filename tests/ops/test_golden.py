@@ -26,7 +26,7 @@ import npulab.ops as ops
 from npulab.errors import NpuError, ShapeError
 from npulab.ops import golden as G
 from npulab.ops.tolerance import OP_UNIT
-from seeded import bias_for, positive, rand
+from fixtures import bias_for, positive, rand
 
 F64 = dict(rtol=1e-12, atol=1e-12)
 F64_TAIL = dict(rtol=1e-12, atol=1e-14)

@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fixtures import assert_close, bias_for, positive, rand
 import npulab.ops as ops
 from npulab.ops import golden
 from npulab.ops.tolerance import OP_UNIT
-from seeded import bias_for, positive, rand
-from tolerances import assert_close
 
 CHIP = "teach"
 F16, F32, I8 = np.float16, np.float32, np.int8

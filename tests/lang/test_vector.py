@@ -2,38 +2,12 @@
 import numpy as np
 import pytest
 
+from fixtures import run_vector
 from npulab import lang
 from npulab.lang import VECCALC, VECIN, TPipe, Queue, TBuf, data_copy, data_copy_pad
 from npulab.sim.isa import Kind, Op
 
 N = 300   # not a whole number of repeats: exercises the partial last repeat
-
-
-def run_vector(body, *arrays, dtype=np.float32, out_dtype=None, chip="teach"):
-    """Copy arrays into UB, run body(dst, *srcs) on V, copy dst out. Flags placed by hand."""
-    out_dtype = out_dtype or dtype
-    n = arrays[0].size
-
-    def kernel(out, *ins):
-        pipe = TPipe()
-        bufs = [TBuf(VECCALC, f"in{i}") for i in range(len(ins))]
-        obuf = TBuf(VECCALC, "out")
-        for b in bufs:
-            pipe.init_buffer(b, n * np.dtype(dtype).itemsize + 32)
-        pipe.init_buffer(obuf, n * np.dtype(out_dtype).itemsize + 32)
-        srcs = [b.get(dtype) for b in bufs]
-        for s, g in zip(srcs, ins):
-            data_copy_pad(s, g, n)
-        lang.set_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
-        lang.wait_flag(lang.PIPE_MTE2, lang.PIPE_V, 0)
-        dst = obuf.get(out_dtype)
-        body(dst, *srcs)
-        lang.set_flag(lang.PIPE_V, lang.PIPE_MTE3, 0)
-        lang.wait_flag(lang.PIPE_V, lang.PIPE_MTE3, 0)
-        data_copy_pad(out, dst, n)
-
-    (out, *_), trace = lang.launch(kernel, 1, np.zeros(n, out_dtype), *arrays, chip=chip)
-    return out, trace
 
 
 rng = np.random.default_rng(7)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import npulab
 import npulab.ops as ops
 from npulab.kernels.broadcast import collapse
-from tolerances import assert_close
+from fixtures import assert_close
 
 DTYPES = st.sampled_from([np.float16, np.float32])
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)

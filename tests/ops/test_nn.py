@@ -6,7 +6,7 @@ import torch
 
 import npulab
 from npulab.ops import nn
-from tolerances import assert_close
+from fixtures import assert_close
 
 torch.manual_seed(0)
 RNG = np.random.default_rng(0)

@@ -6,7 +6,7 @@ import pytest
 from npulab import lang
 from npulab.chips import get_chip
 from npulab.sim.isa import Kind, Pipe
-from test_lang import run_vector
+from fixtures import run_vector
 
 ROWS, COLS = 7, 100          # a row is not a whole number of repeats
 rng = np.random.default_rng(3)

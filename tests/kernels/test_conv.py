@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as TF
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tolerances import assert_close
+from fixtures import assert_close
 
 import npulab.ops as ops
 from npulab import formats as F
@@ -20,6 +20,7 @@ from npulab.kernels import conv as K
 from npulab.kernels import search
 from npulab.kernels.conv import (block_work, can_implement, candidates, default_tiling, enlarge,
                                  estimate_cycles, tile_boxes, tiled)
+from npulab.ops import golden
 from npulab.ops.registry import dispatcher, op_types
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
@@ -33,28 +34,6 @@ def _ref2d(x, w, b, stride, padding, dilation, groups):
     return TF.conv2d(_torch(x), _torch(w), None if b is None else _torch(b), stride, padding,
                      dilation, groups).numpy()
 
-
-def conv_int_reference(x, w, b, stride, pad, dilation, groups):
-    """Integer conv2d in numpy int64, one kernel tap at a time (independent of the kernel)."""
-    n, cin, h, wd = x.shape
-    cout, cin_g, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
-    xp = np.zeros((n, cin, h + 2 * ph, wd + 2 * pw), np.int64)
-    xp[:, :, ph:ph + h, pw:pw + wd] = x
-    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, cout, ho, wo), np.int64)
-    cout_g = cout // groups
-    for g in range(groups):
-        xs = xp[:, g * cin_g:(g + 1) * cin_g]
-        ws = w[g * cout_g:(g + 1) * cout_g].astype(np.int64)
-        for i in range(kh):
-            for j in range(kw):
-                win = xs[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
-                out[:, g * cout_g:(g + 1) * cout_g] += np.einsum("nchw,oc->nohw", win, ws[:, :, i, j])
-    if b is not None:
-        out += np.asarray(b, np.int64)[None, :, None, None]
-    return out
 
 
 @st.composite
@@ -159,7 +138,7 @@ def test_conv2d_int8_is_exact(groups, cin_g, cout_g, k, stride, pad, seed):
     b = rng.integers(-5000, 5000, cout_g * groups).astype(np.int32)
     y = ops.conv2d(x, wt, b, stride, pad, 1, groups, chip="teach")
     assert y.dtype == np.int32
-    ref = conv_int_reference(x, wt, b, (stride, stride), (pad, pad), (1, 1), groups)
+    ref = golden.conv2d(x, wt, b, stride, pad, 1, groups)           # int64 taps: exact
     np.testing.assert_array_equal(y, ref)
 
 
@@ -171,7 +150,7 @@ def test_conv2d_int8_dequant_scale(per_channel):
     b = rng.integers(-500, 500, 40).astype(np.int32)
     scale = (rng.random(40) * 1e-3 + 1e-4).astype(np.float32) if per_channel else 2e-4
     y = ops.conv2d(x, wt, b, 1, 1, chip="teach", scale=scale)
-    acc = conv_int_reference(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+    acc = golden.conv2d(x, wt, b, 1, 1)
     s = np.asarray(scale, np.float32).reshape(-1, 1, 1) if per_channel else np.float32(scale)
     expected = acc.astype(np.float32) * s                  # int32 exact, then one fp32 multiply
     assert y.dtype == np.float16

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
 LAB = "02_first_kernel.ipynb"
 CHROMIUM = "/usr/bin/chromium"

@@ -22,7 +22,7 @@ import pytest
 from npulab.labs import notebooks as nbbuild
 from npulab.labs.regions import RegionError, assigned_names, split
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
 NAMES = ["00_environment", "01_architecture", "02_first_kernel", "03_tiling", "04_double_buffering",
          "05_matmul_cube", "06_convolution", "07_norms_activations", "08_fusion"]

@@ -10,7 +10,7 @@ from npulab.kernels.norm import layer_norm_kernel, layer_norm_tiling
 from npulab.kernels.softmax import softmax_ar_kernel, softmax_tiling
 from npulab.lang.context import current
 from npulab.sim.isa import Kind, Pipe
-from test_lang import run_vector
+from fixtures import run_vector
 
 AUTO = "pipe_barrier V (auto)"
 N = 64                                      # one fp32 repeat

@@ -1,18 +1,18 @@
 """Pinned traces: a few launches whose whole trace (every column, name, route, allocation and
 the GM statistics) and outputs must not change when the simulator is made faster.
 
-These are regression pins, not figures: the digests were recorded from the simulator before
-its speed work (issue 4) and any optimisation must reproduce them bit for bit. If the *model*
-is changed on purpose (new costs, new instructions), record the new digests and say so in the
-commit: ``python tests/test_trace_pins.py`` prints them (the digest is ``fixtures.trace_digest``).
-Re-recorded when copies began to pay their start-up as latency instead of occupancy (the
-``busy_end`` column came in then), and when mmads did too and a core's GM reads and writes began to split its share only while they overlap,
-and when vector instructions did too (the two Add pins: the same cycles, 629 and 2675, since
-each tile's one Add still completes when it did; the vector pipe is busy for its repeats only),
-and when every GM copy, a read issued before the core's first write included, was charged for
-the writes it really overlaps, with a core's reads and writes splitting its share in proportion
-to all the bytes each moves (the two Add pins: 629 -> 625 and 2,675 -> 2,670 cycles; the
-matmul pins did not change).
+These are regression pins, not figures: the digests were recorded from the simulator before its
+speed work (issue 4) and any optimisation must reproduce them bit for bit. If the *model* is
+changed on purpose (new costs, new instructions), record the new digests and say so in the
+commit: ``PYTHONPATH=tests python tests/sim/test_trace_pins.py`` prints them (the digest is
+``fixtures.trace_digest``). Re-recorded when copies began to pay their start-up as latency
+instead of occupancy (the ``busy_end`` column came in then), and when mmads did too and a core's
+GM reads and writes began to split its share only while they overlap, and when vector
+instructions did too (the two Add pins: the same cycles, 629 and 2675, since each tile's one Add
+still completes when it did; the vector pipe is busy for its repeats only), and when every GM
+copy, a read issued before the core's first write included, was charged for the writes it really
+overlaps, with a core's reads and writes splitting its share in proportion to all the bytes each
+moves (the two Add pins: 629 -> 625 and 2,675 -> 2,670 cycles; the matmul pins did not change).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import npulab.ops as ops
 from npulab.errors import ShapeError
 from npulab.bench.conv import RESNET50_CONVS, conv_row, fused_vs_separate
-from tolerances import assert_close
+from fixtures import assert_close
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 

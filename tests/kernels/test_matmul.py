@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from npulab import BufferOverflowError, ShapeError, get_chip
 from npulab.kernels.matmul import (TILINGS, BlockScheduler, MatmulProblem, can_implement, default_tiling,
                                    launch_matmul, make_tiling, problems, simulate)
+from npulab.ops import golden
 from npulab.ops.matmul import batch_matmul, matmul
 from npulab.sim.cost import lower_bound_cycles
 
@@ -26,18 +27,6 @@ def _operands(m, n, k, dtype, seed):
     return (rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype))
 
 
-def _reference(a, b, bias=None, relu=False):
-    if a.dtype == np.int8:
-        out = a.astype(np.int32) @ b.astype(np.int32)
-        if bias is not None:
-            out = out + bias.astype(np.int32)
-        return np.maximum(out, 0) if relu else out
-    out = a.astype(np.float32).astype(np.float64) @ b.astype(np.float32).astype(np.float64)
-    if bias is not None:
-        out = out + bias
-    return np.maximum(out, 0) if relu else out
-
-
 def _check(c, ref, dtype):
     if dtype == np.int8:
         assert c.dtype == np.int32
@@ -55,13 +44,13 @@ def test_matmul_matches_numpy(m, n, k, dtype, trans_a, trans_b, seed):
     c = matmul(a.T.copy() if trans_a else a, b.T.copy() if trans_b else b,
                trans_a=trans_a, trans_b=trans_b)
     assert c.shape == (m, n)
-    _check(c, _reference(a, b), dtype)
+    _check(c, golden.matmul(a, b), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8])
 def test_one_by_one_by_one(dtype):
     a, b = _operands(1, 1, 1, dtype, 0)
-    _check(matmul(a, b), _reference(a, b), dtype)
+    _check(matmul(a, b), golden.matmul(a, b), dtype)
 
 
 @pytest.mark.parametrize("name", ["seed", "naive", "catlass"])
@@ -69,7 +58,7 @@ def test_one_by_one_by_one(dtype):
 def test_named_tilings_compute_the_same(name, dtype):
     m, n, k = 67, 131, 97                         # primes: every tile dimension has a tail
     a, b = _operands(m, n, k, dtype, 1)
-    _check(matmul(a, b, tiling=name), _reference(a, b), dtype)
+    _check(matmul(a, b, tiling=name), golden.matmul(a, b), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.int8])
@@ -79,7 +68,7 @@ def test_bias_and_relu(dtype):
     rng = np.random.default_rng(3)
     bias = rng.integers(-3000, 3000, n) if dtype == np.int8 else rng.standard_normal(n).astype(np.float32)
     c = matmul(a, b, bias=bias, relu=True, chip="teach")
-    _check(c, _reference(a, b, bias, relu=True), dtype)
+    _check(c, golden.matmul(a, b, bias=bias, relu=True), dtype)
     assert (c >= 0).all()
 
 
@@ -94,7 +83,7 @@ def test_batch_matmul_matches_numpy(batch, m, n, k, dtype, seed):
     c = batch_matmul(a, b)
     assert c.shape == (1, batch, m, n)
     for i, (x, y) in enumerate(pairs):
-        _check(c[0, i], _reference(x, y), dtype)
+        _check(c[0, i], golden.matmul(x, y), dtype)
     assert rng is not None
 
 
@@ -104,7 +93,7 @@ def test_batch_matmul_shared_b_and_transposes():
     b = rng.standard_normal((40, 20)).astype(np.float16)          # (N, K), shared, trans_b
     c = batch_matmul(a, b, trans_a=True, trans_b=True)
     for i in range(3):
-        _check(c[i], _reference(a[i].T, b.T), np.float16)
+        _check(c[i], golden.matmul(a[i].T, b.T), np.float16)
 
 
 def test_attention_shapes():

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import npulab
 import npulab.ops as ops
-from tolerances import assert_close
+from fixtures import assert_close
 
 F = torch.nn.functional
 DTYPES = st.sampled_from([np.float16, np.float32])

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "book" / "_build" / "html"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
