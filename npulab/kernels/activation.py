@@ -25,7 +25,7 @@ What you learn here (lab 07):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from ..errors import ArgumentError, ShapeError
 from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
 from ..lang import vector as V
 from ..lang.context import current
+from .tiling_data import Tiling
 from .vector_base import BUFFER_NUM, TILES_PER_BLOCK, check_float, copy_elements, launch_vector, ramp_tiles
 
 ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu")
@@ -76,7 +77,7 @@ CONSTS = {"gelu_tanh": (-2.0 * GELU_TANH_C,),          # filled once a block, se
 
 
 @dataclass(frozen=True)
-class ActivationTiling:
+class ActivationTiling(Tiling):
     """TilingData of an elementwise activation."""
     total: int
     dtype: str
@@ -87,9 +88,6 @@ class ActivationTiling:
     buffer_num: int
     compute_dtype: str = "float32"  # the dtype the formula runs in (see activation_tiling)
     ramp: int = 2       # small tiles at both ends of a block (norm.ramp_tiles)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,

@@ -16,7 +16,7 @@ What you learn here:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECIN, VECOUT, Queue, TPipe, get_block_idx
+from .tiling_data import Tiling
 from .vector_base import check_float, copy_elements, launch_vector
 
 OPS = ("add", "mul")
@@ -75,7 +76,7 @@ def collapse(x_shape, y_shape, what: str = "broadcast"):
 
 
 @dataclass(frozen=True)
-class BroadcastTiling:
+class BroadcastTiling(Tiling):
     op: str
     dtype: str
     out_shape: tuple
@@ -91,9 +92,6 @@ class BroadcastTiling:
     items_per_block: int
     block_dim: int
     buffer_num: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip=DEFAULT_CHIP, buffer_num: int = 2,

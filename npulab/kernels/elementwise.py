@@ -13,7 +13,7 @@ Mirrors hicann/ops-nn ``examples/add_example`` (data/FACTS.md, S6).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from ..arch import BLOCK_BYTES, DEFAULT_CHIP, VECTOR_DTYPES, ceil_div, round_up
 from ..chips import ChipSpec, get_chip
 from ..errors import ShapeError
 from ..lang import VECIN, VECOUT, Queue, TPipe, get_block_idx
+from .tiling_data import Tiling
 from .vector_base import copy_elements, launch_vector
 
 QUEUES_PER_TILE = 3        # x in, y in, z out
@@ -29,16 +30,13 @@ MIN_TILES_PER_BLOCK = 8    # split a block at least this finely so the pipes can
 
 
 @dataclass(frozen=True)
-class AddTiling:
+class AddTiling(Tiling):
     """The TilingData struct the host fills and the kernel reads."""
     total: int          # elements in x (and y, z)
     block_factor: int   # elements per block (the last block may get fewer)
     block_dim: int      # blocks launched
     tile: int           # elements per UB tile (one slot of each queue)
     buffer_num: int     # slots per queue: 2 = double buffering
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 

@@ -21,7 +21,7 @@ fp16: max runs in fp16 (exact); average accumulates in fp32 (cast) and rounds on
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from ..arch import BLOCK_BYTES, DEFAULT_CHIP, F32, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
+from .tiling_data import Tiling
 from .vector_base import check_float, copy_elements, launch_vector
 
 MODES = ("max", "avg")
@@ -57,7 +58,7 @@ def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) ->
 
 
 @dataclass(frozen=True)
-class PoolTiling:
+class PoolTiling(Tiling):
     mode: str
     n: int
     c: int
@@ -80,9 +81,6 @@ class PoolTiling:
     planes_per_block: int
     block_dim: int
     buffer_num: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def pool_tiling(mode: str, shape, dtype, kernel_size, stride=None, padding=0, dilation=1,

@@ -18,7 +18,7 @@ rows, so every reduction stays inside one tile: no cross-core or cross-tile sums
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..arch import BLOCK_BYTES, F32, ceil_div, round_up
 from ..chips import get_chip
 from ..errors import ShapeError
 from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
+from .tiling_data import Tiling
 from .vector_base import BUFFER_NUM, TILES_PER_BLOCK, check_float, copy_elements, launch_vector, ramp_tiles
 
 MIN_TILES_WIDENED = 8       # TILES_PER_BLOCK for fp16 tiles widened to fp32 (vector-bound: larger
@@ -38,7 +39,7 @@ GROUP_ROWS = 8              # rows one instruction sweeps in the vector forms th
 
 
 @dataclass(frozen=True)
-class RowTiling:
+class RowTiling(Tiling):
     """TilingData of a row kernel: (rows, cols) split into blocks of rows and tiles of rows."""
     rows: int           # rows of the (rows, cols) view
     cols: int           # elements a row (the normalised / reduced size)
@@ -55,9 +56,6 @@ class RowTiling:
     exp16: bool = False   # fp16 Softmax with narrow: exp and the scaling by 1 / sum in fp16 too,
                           # only the sum widened (KernelSoftmaxAR)
     in_flight: int = 1    # tiles whose vector steps interleave (RowKernel.process_interleaved)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     @property
     def np_dtype(self) -> np.dtype:

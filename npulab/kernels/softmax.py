@@ -21,7 +21,7 @@ and rounds once at the end.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ..errors import ShapeError
 from ..lang import VECCALC, TBuf
 from ..lang import vector_rows as VR
 from .rows import RowKernel, RowTiling, fold_halves, launch_rows, row_tiling
+from .tiling_data import Tiling
 from .vector_base import BUFFER_NUM, check_float, copy_elements, launch_vector, setup_item_kernel
 
 
@@ -143,7 +144,7 @@ def softmax_ar_tiling(rows: int, cols: int, dtype, chip=DEFAULT_CHIP, buffer_num
 
 # -- RA: softmax over a middle axis --------------------------------------------------------
 @dataclass(frozen=True)
-class SoftmaxRATiling:
+class SoftmaxRATiling(Tiling):
     outer: int          # product of the dims before the softmax axis
     r: int              # the softmax axis
     inner: int          # product of the dims after it (> 1)
@@ -154,9 +155,6 @@ class SoftmaxRATiling:
     items_per_block: int
     block_dim: int
     buffer_num: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def softmax_ra_tiling(outer: int, r: int, inner: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = 2) -> SoftmaxRATiling:

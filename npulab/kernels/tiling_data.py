@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..arch import ACC_DTYPE, ceil_div
+from ..arch import ACC_DTYPE, FRACTAL_ROWS, MAX_MNK, ceil_div
 from ..errors import BufferOverflowError, ShapeError
 from ..sim.memory import fmt_bytes
 
@@ -32,9 +32,17 @@ class CubeProblem:
         return ACC_DTYPE[self.np_dtype]
 
 
-class TilingData:
-    """Mixed into the frozen tiling dataclasses, whose fields are ``problem``, ``tiles`` (with
-    ``tile_m``, ``tile_n``, ``block_dim``) and ``name``."""
+class Tiling:
+    """Mixed into every tiling dataclass, vector and cube: its fields as a dict, the form the
+    bench rows, the widgets and the tiling cache hold."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TilingData(Tiling):
+    """Mixed into the frozen cube tiling dataclasses, whose fields are ``problem``, ``tiles``
+    (with ``tile_m``, ``tile_n``, ``block_dim``) and ``name``."""
 
     @property
     def m_loops(self) -> int:
@@ -57,8 +65,25 @@ class TilingData:
         """The same problem with some tiles changed: ``t.with_tiles(tile_m=64)``."""
         return replace(self, tiles=replace(self.tiles, **changes))
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+
+def tile_rules(s, c0: int, c0_name: str, dtype) -> list[str]:
+    """A reason for every rule of the cube the tiles ``s`` break (empty: none), the rules every
+    cube tiling keeps: tile_m and tile_n whole fractals (16) up to the mmad limit, tile_k0 whole
+    C0 steps (``c0``, named ``c0_name``: K0 of a matmul, C0 of a convolution, of ``dtype``),
+    one or two of each buffer, at least one block."""
+    out = []
+    for name, v in (("tile_m", s.tile_m), ("tile_n", s.tile_n)):
+        if v < FRACTAL_ROWS or v % FRACTAL_ROWS or v > MAX_MNK:
+            out.append(f"{name}={v} must be a multiple of {FRACTAL_ROWS} in {FRACTAL_ROWS}.."
+                       f"{MAX_MNK // FRACTAL_ROWS * FRACTAL_ROWS}")
+    if s.tile_k0 < c0 or s.tile_k0 % c0 or s.tile_k0 > MAX_MNK:
+        out.append(f"tile_k0={s.tile_k0} must be a multiple of {c0_name}={c0} ({dtype}) up to {MAX_MNK}")
+    for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
+        if getattr(s, name) not in (1, 2):
+            out.append(f"{name}={getattr(s, name)} must be 1 or 2")
+    if s.block_dim < 1:
+        out.append(f"block_dim={s.block_dim} must be at least 1")
+    return out
 
 
 def over_capacity(demand: dict, chip) -> list[str]:
@@ -83,4 +108,4 @@ def raise_unless_fits(found: list[str], what: str, fix: str) -> bool:
     raise cls(f"{what} cannot run: " + "; ".join(found) + f". Fix: {fix}")
 
 
-__all__ = ["CubeProblem", "TilingData", "over_capacity", "raise_unless_fits"]
+__all__ = ["CubeProblem", "Tiling", "TilingData", "tile_rules", "over_capacity", "raise_unless_fits"]

@@ -27,20 +27,23 @@ def _check_user_event(core, src, dst, event_id, what):
                         f"queue '{holder}', whose enque/deque use it; pick another id")
 
 
-def set_flag(src: Pipe, dst: Pipe, event_id: int) -> None:
+def _flag(what: str, kind: Kind, op: Op, src: Pipe, dst: Pipe, event_id: int) -> None:
+    """Issue a set (on ``src``) or a wait (on ``dst``) of the flag ``src -> dst #event_id``."""
     core = current().core
     src, dst = Pipe(src), Pipe(dst)
-    _check_user_event(core, src, dst, event_id, f"set_flag({src.name}, {dst.name}, {event_id})")
-    core.issue(src, Kind.SET, Op.SET_FLAG, key=flag_key(src, dst, event_id),
-               name=f"set_flag {src.name}->{dst.name} #{event_id}")
+    _check_user_event(core, src, dst, event_id, f"{what}({src.name}, {dst.name}, {event_id})")
+    core.issue(src if kind == Kind.SET else dst, kind, op, key=flag_key(src, dst, event_id),
+               name=f"{what} {src.name}->{dst.name} #{event_id}")
+
+
+def set_flag(src: Pipe, dst: Pipe, event_id: int) -> None:
+    """Ascend C ``SetFlag``: ``src`` raises the flag once its earlier work is done."""
+    _flag("set_flag", Kind.SET, Op.SET_FLAG, src, dst, event_id)
 
 
 def wait_flag(src: Pipe, dst: Pipe, event_id: int) -> None:
-    core = current().core
-    src, dst = Pipe(src), Pipe(dst)
-    _check_user_event(core, src, dst, event_id, f"wait_flag({src.name}, {dst.name}, {event_id})")
-    core.issue(dst, Kind.WAIT, Op.WAIT_FLAG, key=flag_key(src, dst, event_id),
-               name=f"wait_flag {src.name}->{dst.name} #{event_id}")
+    """Ascend C ``WaitFlag``: ``dst`` waits for the flag before its later work."""
+    _flag("wait_flag", Kind.WAIT, Op.WAIT_FLAG, src, dst, event_id)
 
 
 def pipe_barrier(pipe: Pipe) -> None:

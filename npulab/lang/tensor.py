@@ -85,7 +85,22 @@ def dtype_of(dtype) -> np.dtype:
         return dt
 
 
-class GlobalTensor:
+class _Elements:
+    """What a GM and a local tensor share: ``size`` elements of ``dtype``."""
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+class GlobalTensor(_Elements):
     """A 1-D window onto a GM allocation (Ascend C ``GlobalTensor<T>``).
 
     ``root`` names the allocation; ``offset`` and ``size`` are in elements. In timing-only
@@ -153,17 +168,6 @@ class GlobalTensor:
         start, stop, _ = key.indices(self.size)
         return GlobalTensor(_root=self.root, _offset=self.offset + start, size=max(0, stop - start))
 
-    def __len__(self) -> int:
-        return self.size
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
-
     def byte_range(self, count: int) -> tuple[str, int, int]:
         lo = self.offset * self.itemsize
         return (f"GM:{self.name}", lo, lo + count * self.itemsize)
@@ -178,7 +182,7 @@ class GlobalTensor:
         return f"GlobalTensor('{self.name}'[{self.offset}:{self.offset + self.size}], {self.dtype})"
 
 
-class LocalTensor:
+class LocalTensor(_Elements):
     """A typed window into an on-chip buffer (Ascend C ``LocalTensor<T>``).
 
     ``offset`` is in bytes from the buffer's start, ``size`` in elements.
@@ -207,16 +211,6 @@ class LocalTensor:
         return LocalTensor(self.buffer, self.offset, dt, self.size * self.dtype.itemsize // dt.itemsize,
                            self.position, self.owner, self.queue, self.slot)
 
-    def __len__(self) -> int:
-        return self.size
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
 
     def byte_range(self, count: int) -> tuple[str, int, int]:
         return (self.buffer.name, self.offset, self.offset + count * self.dtype.itemsize)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, round_up
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
 from ...chips import ChipSpec, get_chip
 from ...sim.memory import fmt_bytes
 from ..matmul.problem import MatmulProblem
 from ..matmul.tiling import MatmulTiles, MatmulTiling
-from ..tiling_data import TilingData, over_capacity, raise_unless_fits
+from ..tiling_data import TilingData, over_capacity, raise_unless_fits, tile_rules
 from .problem import ConvProblem
 from .schedule import slab_elems
 
@@ -141,20 +141,9 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
     """Every reason tiling ``t`` cannot run on ``chip`` (empty: it can)."""
     chip = get_chip(chip)
     p, s = t.problem, t.tiles
-    out = []
-    c0 = p.k0
-    for name, v in (("tile_m", s.tile_m), ("tile_n", s.tile_n)):
-        if v < 16 or v % 16 or v > MAX_MNK:
-            out.append(f"{name}={v} must be a multiple of 16 in 16..{MAX_MNK // 16 * 16}")
-    if s.tile_k0 < c0 or s.tile_k0 % c0 or s.tile_k0 > MAX_MNK:
-        out.append(f"tile_k0={s.tile_k0} must be a multiple of C0={c0} ({p.dtype}) up to {MAX_MNK}")
+    out = tile_rules(s, p.k0, "C0", p.dtype)
     if not 1 <= s.c1_step <= p.c1:
         out.append(f"c1_step={s.c1_step} must be in 1..C1={p.c1}")
-    for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
-        if getattr(s, name) not in (1, 2):
-            out.append(f"{name}={getattr(s, name)} must be 1 or 2")
-    if s.block_dim < 1:
-        out.append(f"block_dim={s.block_dim} must be at least 1")
     for name in ("ramp", "taper"):
         if getattr(s, name) < 0:
             out.append(f"{name}={getattr(s, name)} must be 0 (even tiles) or a number of fractal rows")

@@ -82,6 +82,17 @@ class BlockMmad:
         pipe.init_buffer(self.b2, s.l0_buffers, b_l0)
         pipe.init_buffer(self.c, s.l0c_buffers, c_l0)
 
+    def _copy_in(self, queue, x_gm, base, rows, cols, r0, c0, nr, nc, trans) -> None:
+        """GM -> L1 (MTE2), ND -> NZ on the way: the (nr, nc) tile at (r0, c0) of op(X), a rows x
+        cols matrix stored as it is (row-major) or, when ``trans``, as its transpose (cols x rows:
+        then the copy takes the (nc, nr) tile of what is stored)."""
+        x1 = queue.alloc_tensor(self.dtype)
+        if trans:
+            data_copy_nd2nz(x1, x_gm[base + c0 * rows + r0:], nc, nr, rows)
+        else:
+            data_copy_nd2nz(x1, x_gm[base + r0 * cols + c0:], nr, nc, cols)
+        queue.enque(x1)
+
     def __call__(self, a_gm, b_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int):
         """Compute one block tile into a fresh L0C slot; return it enqueued for the epilogue."""
         p, s = self.t.problem, self.t.tiles
@@ -92,19 +103,8 @@ class BlockMmad:
         first = True
         for k_off in range(0, K, s.tile_k):
             kl = min(s.tile_k, K - k_off)
-            # GM -> L1 (MTE2), ND -> NZ on the way
-            a1 = self.a1.alloc_tensor(self.dtype)
-            if p.trans_a:                          # A stored (K, M): copy the (kl, m) tile
-                data_copy_nd2nz(a1, a_gm[a_base + k_off * M + m_off:], kl, m, M)
-            else:
-                data_copy_nd2nz(a1, a_gm[a_base + m_off * K + k_off:], m, kl, K)
-            self.a1.enque(a1)
-            b1 = self.b1.alloc_tensor(self.dtype)
-            if p.trans_b:                          # B stored (N, K): copy the (n, kl) tile
-                data_copy_nd2nz(b1, b_gm[b_base + n_off * K + k_off:], n, kl, K)
-            else:
-                data_copy_nd2nz(b1, b_gm[b_base + k_off * N + n_off:], kl, n, N)
-            self.b1.enque(b1)
+            self._copy_in(self.a1, a_gm, a_base, M, K, m_off, k_off, m, kl, p.trans_a)
+            self._copy_in(self.b1, b_gm, b_base, K, N, k_off, n_off, kl, n, p.trans_b)
             a_rows = round_up(kl if p.trans_a else m, FRACTAL_ROWS)
             b_rows = round_up(n if p.trans_b else kl, FRACTAL_ROWS)
             a1, b1 = self.a1.deque(), self.b1.deque()

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, MAX_MNK, c0_of, round_up
+from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, c0_of, round_up
 from ...chips import ChipSpec, get_chip
 from ...errors import BufferOverflowError, ShapeError
-from ..tiling_data import TilingData, over_capacity, raise_unless_fits
+from ..tiling_data import TilingData, over_capacity, raise_unless_fits, tile_rules
 from .problem import MatmulProblem
 
 BIAS_SLOTS = 2          # bias of tile t+1 loads while FixPipe still reads tile t's
@@ -116,20 +116,9 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str
     """Every reason tiling ``t`` cannot run on ``chip`` (empty: it can)."""
     chip = get_chip(chip)
     s = t.tiles
-    out = []
-    c0 = c0_of(t.problem.np_dtype)
-    for name, v in (("tile_m", s.tile_m), ("tile_n", s.tile_n)):
-        if v < 16 or v % 16 or v > MAX_MNK:
-            out.append(f"{name}={v} must be a multiple of 16 in 16..{MAX_MNK // 16 * 16}")
-    if s.tile_k0 < c0 or s.tile_k0 % c0 or s.tile_k0 > MAX_MNK:
-        out.append(f"tile_k0={s.tile_k0} must be a multiple of K0={c0} ({t.problem.dtype}) up to {MAX_MNK}")
+    out = tile_rules(s, c0_of(t.problem.np_dtype), "K0", t.problem.dtype)
     if s.tile_k < s.tile_k0 or s.tile_k % max(1, s.tile_k0):
         out.append(f"tile_k={s.tile_k} must be a positive multiple of tile_k0={s.tile_k0}")
-    for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
-        if getattr(s, name) not in (1, 2):
-            out.append(f"{name}={getattr(s, name)} must be 1 or 2")
-    if s.block_dim < 1:
-        out.append(f"block_dim={s.block_dim} must be at least 1")
     if s.swizzle_offset < 1 or s.swizzle_direction not in (0, 1):
         out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0 or 1")
     return out or over_capacity(buffer_demand(t), chip)

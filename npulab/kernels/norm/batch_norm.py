@@ -3,18 +3,19 @@ y[n, c] = x[n, c] * a[c] + b[c] with a = weight / sqrt(var + eps), b = bias - me
 work-item kernel over (image, channels, plane elements) tiles."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ... import lang
 from ...arch import BLOCK_BYTES, DEFAULT_CHIP, F32, ceil_div, round_up
 from ...chips import get_chip
 from ...errors import ShapeError
 from ...lang import VECCALC, VECIN, Queue, TBuf
+from ..tiling_data import Tiling
 from ..vector_base import check_float, copy_elements, launch_vector, setup_item_kernel
 
 
 @dataclass(frozen=True)
-class BatchNormTiling:
+class BatchNormTiling(Tiling):
     """NCHW viewed as N x C planes of H*W; a tile = one image, ``tile_c`` channels, ``tile_hw``
     elements of each plane (rows start on 32-byte blocks in UB: ``row_stride``)."""
     n: int
@@ -28,9 +29,6 @@ class BatchNormTiling:
     items_per_block: int
     block_dim: int
     buffer_num: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def batch_norm_tiling(n: int, c: int, hw: int, dtype, chip=DEFAULT_CHIP, buffer_num: int = 2) -> BatchNormTiling:
