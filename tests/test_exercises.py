@@ -24,6 +24,7 @@ from npulab.labs.lab03 import RowTiling
 from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
                          wait_flag)
+from npulab.sim.isa import Pipe as HwPipe
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"
@@ -618,6 +619,26 @@ def test_lab03_add_tiling_exercise_is_the_packages_add_tiling():
     for n, dtype, chip, bn in check.lab03.ADD_CASES:
         c = get_chip(chip)
         assert add_tiling(n, dtype, c, bn) == _add_tiling()(n, np.dtype(dtype), c, bn)
+
+
+def test_the_checkers_shared_screens():
+    v = check.screen_function(3, "nz_offset")
+    assert v.status == "fail" and v.hint == "pass nz_offset itself, without calling it."
+    assert check.screen_function(blank_fn, "f").status == "not attempted"
+    assert check.screen_function(attainable_ok, "f") is None
+    assert check.screen_class(ComputeOk, KernelAdd, "KernelAdd", "MyAdd") is None
+    v = check.screen_class(object.__new__(ComputeOk), KernelAdd, "KernelAdd", "MyAdd")    # an instance
+    assert v.status == "fail" and v.expected == "a subclass of KernelAdd" and "(MyAdd)" in v.hint
+    assert check.whole_numbers((1, np.int64(2)), 2) == (1, 2)
+    assert check.whole_numbers((1, True), 2) is None and check.whole_numbers([1], 2) is None
+    assert check.pipe_named(" vector ") == check.pipe_named("PIPE_V") == check.pipe_named("v") == HwPipe.V
+    assert check.pipe_named("ALL") is None and check.pipe_named("UB") is None
+
+    class Late(npulab.errors.SyncError):
+        pass
+    v = check.stopped(Late("slot 3"), {npulab.errors.DeadlockError: "no", npulab.errors.SyncError: "free it"}, "M=1: ")
+    assert (v.status, v.summary, v.got, v.hint) == ("fail", "M=1: the kernel stopped with Late", "Late: slot 3",
+                                                    "free it")
 
 
 def test_the_racy_stub_is_recognised_and_the_race_is_real():
