@@ -18,9 +18,9 @@ import npulab
 from npulab import lang
 from npulab.chips import get_chip
 from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
+from npulab.kernels.examples.row_scale import RowScaleTiling
 from npulab.labs import check, lab02, lab04, lab07
 from npulab.labs.check import REGISTRY, same_code
-from npulab.labs.lab03 import RowTiling
 from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
                          wait_flag)
@@ -195,7 +195,7 @@ def _row_tiling(mistake=None):
         ub = chip.buffers.ub if mistake == "no gamma" else chip.buffers.ub - rb
         per = 2 * rb if mistake == "one slot" else 4 * rb
         rpt = 1 if mistake == "one row" else ub // per if mistake == "no cap" else min(rpc, ub // per)
-        return RowTiling(rows, cols, rpc, bd, rpt, 2)
+        return RowScaleTiling(rows, cols, rpc, bd, rpt, 2)
     return fn
 
 
