@@ -19,7 +19,8 @@ from npulab import lang
 from npulab.chips import get_chip
 from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
 from npulab.kernels.examples.row_scale import RowScaleTiling
-from npulab.labs import check, lab02, lab04, lab07
+from npulab.kernels.examples.silu import SiluStages
+from npulab.labs import check, lab02, lab07
 from npulab.labs.check import REGISTRY, same_code
 from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
@@ -207,7 +208,7 @@ def _row_tiling_blank(rows, cols, dtype, chip):
 def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
     """SiLU with ``slots_x`` / ``slots_z`` slots of UB / ``tile_div`` bytes (None: 64 elements);
     the stages work on 1 / ``tile_of_slot`` of a slot."""
-    class Silu(lab04.SiluStages):
+    class Silu(SiluStages):
         def __init__(self, x, z, tiling):
             start = get_block_idx() * tiling.block_factor
             self.length = min(tiling.block_factor, tiling.total - start)
@@ -222,7 +223,7 @@ def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
     return Silu
 
 
-class _SiluBlank(lab04.SiluStages):
+class _SiluBlank(SiluStages):
     def __init__(self, x, z, tiling):
         ...
 
