@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import lang
 from ..arch import round_up
-from ..bench.conv import RESNET50_CONVS, fused_vs_separate
+from ..bench.conv import RESNET50_CONVS, fused_vs_separate, gm_bytes
 from ..kernels.conv import default_tiling as conv_default_tiling
 from ..kernels.conv import launch_conv, make_problem
 from ..kernels.matmul import BlockMmad, BlockScheduler, MatmulProblem, default_tiling, make_tiling
@@ -54,16 +54,12 @@ def show(obj) -> None:
     print(textwrap.dedent(inspect.getsource(obj)))
 
 
-def _gm_bytes(trace) -> int:
-    return int(sum(v for route, v in trace.bytes_by_route().items() if "GM" in route))
-
-
 def _row(what, fused, parts: dict) -> dict:
     sep_c = sum(p.cycles for p in parts.values())
-    sep_b = sum(_gm_bytes(p) for p in parts.values())
-    return {"what": what, "fused_cycles": int(fused.cycles), "fused_bytes": _gm_bytes(fused),
+    sep_b = sum(gm_bytes(p) for p in parts.values())
+    return {"what": what, "fused_cycles": int(fused.cycles), "fused_bytes": gm_bytes(fused),
             "separate_cycles": int(sep_c), "separate_bytes": sep_b,
-            "parts": {k: (int(p.cycles), _gm_bytes(p)) for k, p in parts.items()}}
+            "parts": {k: (int(p.cycles), gm_bytes(p)) for k, p in parts.items()}}
 
 
 # -- the measurements ---------------------------------------------------------------------------
