@@ -97,11 +97,11 @@ def conv_row(layer, batch: int, chip=DEFAULT_CHIP, dtype=np.float16) -> dict:
             "stride": s, "padding": p, "dtype": np.dtype(dtype).name, "chip": chip.name,
             "tiling": t.name, "recipe": t.recipe(), "cycles": int(tr.cycles),
             "lower_bound_cycles": int(round(lb)), "utilization": lb / tr.cycles,
-            "roofline_utilization": lb / roof, "gm_bytes": _gm_bytes(tr), "estimated": False,
+            "roofline_utilization": lb / roof, "gm_bytes": gm_bytes(tr), "estimated": False,
             "instructions": len(tr), "sim_seconds": secs}
 
 
-def _gm_bytes(trace) -> int:
+def gm_bytes(trace) -> int:
     """Bytes read from and written to GM (copies GM -> L1/UB, FixPipe and MTE3 to GM)."""
     return int(sum(v for route, v in trace.bytes_by_route().items() if "GM" in route))
 
@@ -142,8 +142,8 @@ def fused_vs_separate(batch: int = 32, chip=DEFAULT_CHIP, layer_name: str = FUSE
                               chip, "timing")
     _, relu = launch_activation(y, activation_tiling(y.size, np.float16, "relu", chip), chip, "timing")
     sep_cycles = conv.cycles + bn.cycles + relu.cycles
-    sep_bytes = _gm_bytes(conv) + _gm_bytes(bn) + _gm_bytes(relu)
-    fused_bytes = _gm_bytes(fused)
+    sep_bytes = gm_bytes(conv) + gm_bytes(bn) + gm_bytes(relu)
+    fused_bytes = gm_bytes(fused)
     return {"op": "conv2d_bn_relu_fused_vs_separate", "layer": layer_name,
             "shape": [batch, cin, h, h], "weight": [cout, cin, k, k], "dtype": "float16",
             "chip": chip.name, "tiling": fused_t.name, "recipe": fused_t.recipe(),
@@ -165,5 +165,5 @@ def bench_conv(chip=DEFAULT_CHIP, batches=BATCHES) -> list[dict]:
     return rows
 
 
-__all__ = ["RESNET50_CONVS", "BATCHES", "TARGET_UTILIZATION", "bench_conv", "resnet50_rows",
+__all__ = ["RESNET50_CONVS", "BATCHES", "TARGET_UTILIZATION", "bench_conv", "resnet50_rows", "gm_bytes",
            "conv_row", "fused_vs_separate", "roofline_cycles"]

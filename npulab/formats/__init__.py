@@ -29,7 +29,8 @@ A format change done by a data-moving instruction (``data_copy_nd2nz``, ``load_d
 This package, one concept a module, each module with a Cython twin of the same names and
 signatures (the Python one is the specification; :mod:`npulab.twins` picks the side):
 
-* here: the named formats above, built on ``pack`` / ``unpack``;
+* here: the named formats above, built on ``pack`` / ``unpack``, and where each element of a
+  matrix sits in NZ or of a feature map in NC1HWC0 (``nz_offsets``, ``nc1hwc0_offsets``);
 * :mod:`~npulab.formats.layouts` (twin ``npulab._layouts``): ``pack`` / ``unpack`` and the
   cube path's moves, load_data's NZ window and data_copy_nd2nz's pack;
 * :mod:`~npulab.formats.drains` (twin ``npulab._drains``): mmad's fp16 -> fp32 widening read
@@ -230,7 +231,30 @@ def fractal_z_to_nchw(z, cout: int, cin: int, h: int, w: int) -> np.ndarray:
     return np.ascontiguousarray(t[:cout, :cin])
 
 
+# -- where each element sits -------------------------------------------------------------------
+def nz_offsets(m: int, n: int) -> np.ndarray:
+    """(m, n) int64 array: the offset of each element of an (m, n) fp16 matrix in NZ storage
+    (16 x 16 fractals, stored column of fractals by column, each row by row, rows padded to 16)."""
+    nz = nd_to_nz(np.arange(m * n).reshape(m, n), c0=16).reshape(-1)   # storage -> ND index (0: padding)
+    pos = np.flatnonzero(nz)
+    where = np.zeros(m * n, np.int64)                    # element 0 always sits at offset 0
+    where[nz[pos]] = pos
+    return where.reshape(m, n)
+
+
+def nc1hwc0_offsets(c: int, h: int, w: int, dtype) -> np.ndarray:
+    """(C1 x C0, h x w) array: the offset of every (channel, pixel) of a 1 x c x h x w map of
+    ``dtype`` in NC1HWC0 storage, the channels padded to C1 x C0 included."""
+    c0 = c0_of(dtype)
+    c1 = ceil_div(c, c0)
+    idx = np.arange(c1 * c0 * h * w).reshape(1, c1 * c0, h, w)
+    z = nchw_to_nc1hwc0(idx[:, :c1 * c0].astype(np.int64), c0=c0).reshape(-1)   # element at each offset
+    off = np.empty_like(z)
+    off[z] = np.arange(z.size)
+    return off.reshape(c1 * c0, h * w)
+
+
 __all__ = ["FRACTAL_ROWS", "FRACTAL_BYTES", "L0C_C0", "LAYOUTS", "c0_of", "fractal_shape", "pack",
            "unpack", "pack_into", "unpack_into", "to_fractal", "from_fractal", "nd_to_nz", "nz_to_nd",
            "nd_to_zz", "zz_to_nd", "nd_to_zn", "zn_to_nd", "nchw_to_nc1hwc0", "nc1hwc0_to_nchw",
-           "nchw_to_fractal_z", "fractal_z_to_nchw", "Moves", "moves", "PENDING", "sync"]
+           "nchw_to_fractal_z", "fractal_z_to_nchw", "nz_offsets", "nc1hwc0_offsets", "Moves", "moves", "PENDING", "sync"]

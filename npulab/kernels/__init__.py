@@ -18,6 +18,11 @@ The cube, each family a package of problem, tiling, kernel and search:
 * :mod:`~.conv` (Conv2d/Conv3d through img2col, ConvTranspose2d, grouped and depthwise, a
   per-channel epilogue in FixPipe, C04, strided reads).
 
+The teaching kernels the labs run, beside the real operators and simpler than them on purpose
+(each says how), are :mod:`~.examples`: lab 03's row scale, lab 04's SiLU single and double
+buffered, lab 06's img2col probe. :mod:`~.tiling_data` is what the tilings share (the cube
+families' problem and TilingData, the tile rules, the capacity verdict).
+
 :mod:`~.search` is the one tiling search every family uses (rank by estimate, simulate the best,
 keep the fastest; the autotuner) and the one cache of the tilings npulab picks (in memory, and a
 JSON file on disk). The functional API and the modules over these kernels are :mod:`npulab.ops`;

@@ -1,7 +1,6 @@
-"""Lab 05 (matmul on the cube): the pictures, the K-loop kernel its exercise completes, and the
-naive / tiled / tuned comparison.
+"""Lab 05 (matmul on the cube): the K-loop kernel its exercise completes, and the naive / tiled /
+tuned comparison (the NZ picture is :func:`npulab.plot.plot_nz`).
 
-* :func:`plot_nz`: where each element of a small matrix sits in NZ storage;
 * :func:`kloop_kernel`, :func:`run_kloop`: a one-core matmul whose K loop (L1 -> L0A/L0B ->
   mmad into L0C) is a function the learner writes; :func:`k_loop_reference` is one;
 * :func:`see_it`: the package's matmul template on the teaching chip (a trace to look at);
@@ -18,7 +17,6 @@ import textwrap
 
 import numpy as np
 
-from .. import formats as F
 from ..arch import ceil_div, round_up
 from ..bench.matmul import measure
 from ..kernels import search
@@ -37,37 +35,6 @@ TARGET_UTILIZATION = 0.80
 
 def show(obj) -> None:
     print(textwrap.dedent(inspect.getsource(obj)))
-
-
-def plot_nz(m: int = 20, n: int = 40, ax=None):
-    """Each element of an (m, n) fp16 matrix coloured by its fractal, labelled with its offset
-    in NZ storage (every 4th shown)."""
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
-    idx = np.arange(m * n).reshape(m, n)
-    nz = F.nd_to_nz(idx, c0=16).reshape(-1)               # storage order: which element is where
-    pos = np.flatnonzero(nz)                              # 0 is padding (or element 0, at offset 0)
-    where = np.zeros(m * n, np.int64)
-    where[nz[pos]] = pos
-    off = where.reshape(m, n)
-    frac = (np.arange(n)[None, :] // 16) * 100 + (np.arange(m)[:, None] // 16)
-    ax.imshow(frac % 7, cmap="Pastel1", aspect="auto", interpolation="nearest")
-    for r in range(m):
-        for c in range(n):
-            if c % 4 == 0:
-                ax.text(c, r, str(off[r, c]), ha="center", va="center", fontsize=5.5)
-    for x in range(16, n, 16):
-        ax.axvline(x - 0.5, color="black", lw=1.2)
-    for y in range(16, m, 16):
-        ax.axhline(y - 0.5, color="black", lw=1.2)
-    ax.set_xticks(range(0, n, 8))
-    ax.set_yticks(range(0, m, 4))
-    ax.set_xlabel("column c")
-    ax.set_ylabel("row r")
-    ax.set_title(f"a {m} x {n} fp16 matrix in NZ: 16 x 16 fractals stored column of fractals by column, "
-                 f"each row by row (numbers: storage offset)", fontsize=9)
-    return ax
 
 
 # -- the K loop ----------------------------------------------------------------------------------

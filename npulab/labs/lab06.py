@@ -1,13 +1,10 @@
-"""Lab 06 (convolution on the cube): img2col read back from the simulator, NC1HWC0 pictures,
-numpy references for the convolutions, the conv tiling exercise's problem and the batch-1
-measurement.
+"""Lab 06 (convolution on the cube): the exercises' cases, the conv tiling exercise's problem and
+the batch-1 measurement. The ground truth of exercise 1 is the img2col matrix read back from the
+simulator (:func:`npulab.kernels.examples.img2col.img2col_on_npu`), the lab's pictures are
+:func:`npulab.plot.plot_img2col` and :func:`npulab.plot.plot_nc1hwc0`, and its convolutions are
+checked against the goldens of :mod:`npulab.ops.golden`.
 
-* :func:`img2col_on_npu`: run ``load_3d`` on the simulator over a map whose every element holds
-  its own NCHW index, and read the img2col matrix back out of L0A (the ground truth of
-  exercise 1);
-* :func:`img2col_source_reference`: the same index arithmetic written as a function;
-* :func:`plot_img2col`, :func:`plot_nc1hwc0`: the two pictures of the lab;
-* :func:`conv_numpy`, :func:`conv_transpose2d_numpy`: plain numpy references (float64);
+* :func:`img2col_shape`: (M, K) of an fp16 img2col matrix; :func:`inputs`: seeded arrays;
 * :func:`tiling_problem`, :func:`tiling_from_tuple`, :func:`simulate_tiles`: exercise 3's layer
   on the 910 and a tiling tuple simulated in timing mode;
 * :func:`batch_table`, :func:`print_batch_table`: a few ResNet-50 layers at batch 1 and 32.
@@ -18,15 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import formats as F
-from ..arch import DEFAULT_CHIP, ceil_div, round_up
+from ..arch import DEFAULT_CHIP, ceil_div
 from ..bench.conv import RESNET50_CONVS, roofline_cycles
 from ..chips import get_chip
-from ..errors import ArgumentError
-from ..kernels.conv import (block_work, buffer_demand, default_tiling, make_problem, map_copies, pack_input,
-                            simulate, tile_boxes, tiled)
-from ..lang import A1, A2, Queue, TPipe, launch
-from ..lang.conv_load import Fmatrix, data_copy_strided, load_3d
+from ..kernels.conv import block_work, buffer_demand, default_tiling, make_problem, simulate, tiled
 from ..sim.cost import lower_bound_cycles
 from ..sim.isa import Kind
 from ..sim.isa import Pipe as HwPipe
@@ -46,153 +38,12 @@ MEASURE_BATCHES = (1, 32)
 SAMPLE_LOOPS = 16                # tilings with more block tiles a core are simulated for this many
 
 
-# -- img2col, read back from L0A -------------------------------------------------------------------
-def _problem_2d(x_shape, k, stride, pad, dtype=np.float16, cout=16, c04=False):
-    """The conv problem; plain NC1HWC0 unless ``c04`` (the default tiling would pick the C04
-    format for a map of at most 4 channels: see :func:`img2col_c04_on_npu`)."""
-    n, c, h, w = x_shape
-    return make_problem((n, c, 1, h, w), (cout, c, 1, k, k), dtype, (1, stride, stride),
-                        ((0, 0), (pad, pad), (pad, pad)), c04=c04)
-
-
-def img2col_on_npu(x_shape, k: int, stride: int, pad: int) -> np.ndarray:
-    """The (M, K) img2col matrix of an fp16 NCHW map of ``x_shape``, as ``load_3d`` writes it
-    into L0A: each entry is the NCHW flat index of the input element it holds, -1 for padding
-    (outside the map, or the zero channels that pad C to C1 x C0). Simulated on one core of the
-    910 (the map moves GM -> L1 in NC1HWC0, load_3d expands it into L0A, the host reads L0A)."""
-    t = _problem_2d(x_shape, k, stride, pad)
-    n, c, h, w = x_shape
-    x = (np.arange(n * c * h * w) + 1).reshape(n, c, 1, h, w).astype(np.float16)   # exact up to 2048
-    if n * c * h * w > 2048:
-        raise ArgumentError("img2col_on_npu: at most 2048 map elements (fp16 holds the indices exactly)")
-    m, kk = t.m, t.k
-    boxes, c1_elems = tile_boxes(t.geom, t.batch, m, t.c0, 0)
-    seen = []
-
-    def kernel(x_gm):
-        pipe = TPipe()
-        a1q, a2q = Queue(A1, "map_l1"), Queue(A2, "img2col_l0a")
-        pipe.init_buffer(a1q, 1, t.c1 * c1_elems * 2)
-        pipe.init_buffer(a2q, 1, round_up(m, 16) * kk * 2)
-        a1 = a1q.alloc_tensor(np.float16)
-        for dst, src, count, length, ss, ds in map_copies(t, boxes, t.c1, c1_elems):
-            data_copy_strided(a1[dst:], x_gm[src:], count, length, ss, ds)     # NC1HWC0 slab -> L1
-        a1q.enque(a1)
-        a1 = a1q.deque()
-        a2 = a2q.alloc_tensor(np.float16)
-        load_3d(a2, a1, Fmatrix(t.geom, t.c0, t.c1, c1_elems, 0, boxes), m, kk)  # img2col -> L0A (ZZ)
-        seen.append(a2.numpy()[:round_up(m, 16) * kk].copy())                # the host peeks at L0A
-        a2q.free_tensor(a2)
-        a1q.free_tensor(a1)
-
-    launch(kernel, 1, pack_input(x, t).reshape(-1), chip=DEFAULT_CHIP)
-    zz = seen[0].reshape(ceil_div(m, 16), kk // t.c0, 16, t.c0)
-    return F.zz_to_nd(zz, m, kk).astype(np.int64) - 1
-
-
-def img2col_source_reference(r: int, c: int, x_shape, k: int, stride: int, pad: int):
-    """(n, channel, h, w) of the input element at row r, column c of the fp16 img2col matrix,
-    or None where the matrix holds padding."""
-    n_img, ch_in, h_in, w_in = x_shape
-    oh, ow = (h_in + 2 * pad - k) // stride + 1, (w_in + 2 * pad - k) // stride + 1
-    n, rem = divmod(r, oh * ow)
-    o_h, o_w = divmod(rem, ow)
-    c1, rem = divmod(c, k * k * C0)
-    tap, c0 = divmod(rem, C0)
-    i, j = divmod(tap, k)
-    ch, h, w = c1 * C0 + c0, o_h * stride - pad + i, o_w * stride - pad + j
-    if ch >= ch_in or not (0 <= h < h_in and 0 <= w < w_in):
-        return None
-    return (n, ch, h, w)
-
-
+# -- img2col ----------------------------------------------------------------------------------------
 def img2col_shape(x_shape, k: int, stride: int, pad: int) -> tuple[int, int]:
     """(M, K) of the fp16 img2col matrix: batch x output pixels, C1 x k x k x C0."""
     n, c, h, w = x_shape
     oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
     return n * oh * ow, ceil_div(c, C0) * k * k * C0
-
-
-def plot_img2col(x_shape=(1, 3, 4, 4), k: int = 3, stride: int = 1, pad: int = 1, ax=None):
-    """The img2col matrix from the simulator, each entry coloured by the input channel it
-    holds (white: padding), labelled with its (h, w) for the first channels."""
-    import matplotlib.pyplot as plt
-    a = img2col_on_npu(x_shape, k, stride, pad)
-    n, c, h, w = x_shape
-    m, kk = a.shape
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.6), layout="constrained")
-    ch = np.where(a >= 0, (a // (h * w)) % c, -1).astype(float)
-    ax.imshow(np.ma.masked_less(ch, 0), cmap="Set2", vmin=0, vmax=7, aspect="auto", interpolation="nearest")
-    for r in range(m):
-        for col in range(kk):
-            if a[r, col] >= 0 and col % C0 < c:
-                hh, ww = divmod(a[r, col] % (h * w), w)
-                ax.text(col, r, f"{hh}{ww}", ha="center", va="center", fontsize=4.5)
-    for x0 in range(C0, kk, C0):
-        ax.axvline(x0 - 0.5, color="black", lw=0.6)
-    ax.set_xlabel(f"column: (c1, kh, kw, c0), C0 = {C0} channels innermost ({kk} = C1 x {k}x{k} x C0)")
-    ax.set_ylabel("row: output pixel (n, oh, ow)")
-    ax.set_title(f"img2col of a {n}x{c}x{h}x{w} fp16 map, {k}x{k} kernel, stride {stride}, pad {pad}, "
-                 f"read back from L0A (colour: input channel, text: h w, white: padding)", fontsize=9)
-    return ax
-
-
-def plot_nc1hwc0(c: int = 20, h: int = 2, w: int = 3, dtype=np.float32, ax=None):
-    """Storage offset of every (channel, pixel) of a 1 x c x h x w map in NC1HWC0."""
-    import matplotlib.pyplot as plt
-    c0 = F.c0_of(dtype)
-    c1 = ceil_div(c, c0)
-    idx = np.arange(c1 * c0 * h * w).reshape(1, c1 * c0, h, w)
-    z = F.nchw_to_nc1hwc0(idx[:, :c1 * c0].astype(np.int64), c0=c0).reshape(-1)   # element at each offset
-    off = np.empty_like(z)
-    off[z] = np.arange(z.size)
-    off = off.reshape(c1 * c0, h * w)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
-    ax.imshow((np.arange(c1 * c0)[:, None] // c0) + 0 * off, cmap="Pastel1", aspect="auto",
-              interpolation="nearest")
-    for ch in range(c1 * c0):
-        for p in range(h * w):
-            ax.text(p, ch, str(off[ch, p]), ha="center", va="center", fontsize=6,
-                    color="black" if ch < c else "grey")
-    ax.axhline(c - 0.5, color="red", lw=1)
-    ax.set_xticks(range(h * w), [f"{p // w},{p % w}" for p in range(h * w)])
-    ax.set_xlabel("pixel (h, w)")
-    ax.set_ylabel("channel")
-    ax.set_title(f"1x{c}x{h}x{w} {np.dtype(dtype).name} in NC1HWC0: C0 = {c0}, C1 = {c1} "
-                 f"(numbers: storage offset; below the red line: zero padding)", fontsize=9)
-    return ax
-
-
-# -- numpy references ------------------------------------------------------------------------------
-def conv_numpy(x, w, stride=1, pad=0) -> np.ndarray:
-    """N-d convolution (cross-correlation, as torch) in float64: x (N, C, *spatial), w
-    (Cout, C, *kernel); one stride and pad for every spatial axis."""
-    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
-    nd = x.ndim - 2
-    xp = np.pad(x, [(0, 0), (0, 0)] + [(pad, pad)] * nd)
-    ks = w.shape[2:]
-    out = [(s + 2 * pad - k) // stride + 1 for s, k in zip(x.shape[2:], ks)]
-    y = np.zeros((x.shape[0], w.shape[0], *out))
-    for tap in np.ndindex(*ks):
-        win = xp[(slice(None), slice(None)) + tuple(slice(t, t + stride * (o - 1) + 1, stride)
-                                                    for t, o in zip(tap, out))]
-        y += np.einsum("nc...,oc->no...", win, w[(slice(None), slice(None)) + tap])
-    return y
-
-
-def conv_transpose2d_numpy(x, w, stride=1, pad=0) -> np.ndarray:
-    """Transposed 2-D convolution in float64 by scattering: x (N, Cin, H, W), w (Cin, Cout, kh, kw)."""
-    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
-    n, _, h, wd = x.shape
-    _, cout, kh, kw = w.shape
-    full = np.zeros((n, cout, (h - 1) * stride + kh, (wd - 1) * stride + kw))
-    for i in range(kh):
-        for j in range(kw):
-            full[:, :, i:i + stride * (h - 1) + 1:stride, j:j + stride * (wd - 1) + 1:stride] += \
-                np.einsum("nchw,co->nohw", x, w[:, :, i, j])
-    return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
 
 
 def inputs(shape, seed: int = SEED, dtype=np.float16) -> np.ndarray:

@@ -1,13 +1,13 @@
-"""Lab 07 (norms and activations on the vector unit): the fp16 overflow of a naive softmax, a
-reduction's instruction stream, the RMSNorm kernel whose Compute stage the learner writes, and
-GELU's two forms measured against float64.
+"""Lab 07 (norms and activations on the vector unit): the fp16 overflow of a naive softmax, the
+RMSNorm kernel whose Compute stage the learner writes, and GELU's two forms measured against
+float64 (the float64 truths are the goldens of :mod:`npulab.ops.golden`; a tile's instruction
+stream and the vector pipe's time are read off a trace by :mod:`npulab.plot.vector_pipe`).
 
-* :func:`softmax_reference`, :func:`softmax_naive`: float64 truth and the overflowing form;
-* :func:`vector_program`: the vector instructions of one tile of a row kernel, from a trace;
+* :func:`softmax_naive`: the overflowing form; :func:`softmax_logits`: the exercise's logits;
 * :class:`RmsNormStages` (= the package's RMSNorm kernel, whose ``compute_rows`` a subclass
-  replaces), :func:`run_rms_norm`, :func:`rms_norm_reference`;
-* :func:`gelu_erf64`, :func:`gelu_tanh64`, :func:`gelu_errors`, :func:`gelu_cycles`;
-* :func:`layer_norm_pipelining`, :func:`vector_time`: where fp16 LayerNorm's cycles go.
+  replaces), :func:`rms_inputs`, :func:`run_rms_norm`;
+* :func:`gelu_grid`, :func:`gelu_errors`, :func:`gelu_cycles`;
+* :func:`layer_norm_pipelining`: where fp16 LayerNorm's cycles go.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from ..chips import get_chip
 from ..kernels.activation import activation_tiling, launch_activation
 from ..kernels.norm import KernelRmsNorm, launch_layer_norm, layer_norm_tiling, rms_norm_tiling
 from ..kernels.rows import launch_rows
-from ..plot.idle import pipe_time
+from ..ops import golden
+from ..plot.vector_pipe import vector_time
 from ..sim.isa import Kind, Pipe
 
 SEED = 0
@@ -33,13 +34,6 @@ SOFTMAX_SCALES = (1.0, 300.0, 1000.0)
 
 
 # -- softmax -----------------------------------------------------------------------------------
-def softmax_reference(x) -> np.ndarray:
-    """Softmax over the last axis in float64 (the stable form)."""
-    x = np.asarray(x, np.float64)
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def softmax_naive(x) -> np.ndarray:
     """exp(x) / sum(exp(x)) in x's dtype, without subtracting the max."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -53,22 +47,6 @@ def softmax_logits(seed: int = SEED, dtype=np.float16) -> np.ndarray:
     rows = [rng.standard_normal((2, 64)) * s for s in SOFTMAX_SCALES]
     rows.append(rng.standard_normal((1, 64)) - 2000.0)
     return np.concatenate(rows).astype(dtype)
-
-
-# -- the instruction stream of one tile ------------------------------------------------------------
-def vector_program(trace, core: int = 0, tile: int = 0) -> list[tuple[str, int]]:
-    """(name, cycles) of the vector instructions one tile of a row kernel issued on ``core``. A
-    tile's Compute stage begins when it takes an output slot (the ``alloc_tensor out_...`` mark
-    on the vector pipe) and runs until the next tile's does; the marks themselves (no cycles)
-    are left out."""
-    sel = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == 0))
-    order = sel[np.argsort(trace.start[sel], kind="stable")]
-    starts = [k for k, i in enumerate(order) if trace.name[i].startswith("alloc_tensor out_")]
-    if tile >= len(starts):
-        return []
-    stop = starts[tile + 1] if tile + 1 < len(starts) else len(order)
-    return [(trace.name[i], int(trace.end[i] - trace.start[i])) for i in order[starts[tile] + 1: stop]
-            if trace.end[i] > trace.start[i]]
 
 
 # -- RMSNorm ---------------------------------------------------------------------------------------
@@ -85,11 +63,6 @@ def rms_inputs(shape=RMS_SHAPE, seed: int = SEED):
     return x, (1 + 0.1 * rng.standard_normal(shape[1])).astype(np.float16)
 
 
-def rms_norm_reference(x, gamma, eps: float = RMS_EPS) -> np.ndarray:
-    x64 = np.asarray(x, np.float64)
-    return x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps) * np.asarray(gamma, np.float64)
-
-
 def run_rms_norm(cls, x, gamma, eps: float = RMS_EPS, chip=RMS_CHIP, mode: str = "functional"):
     """Launch ``cls`` (a RmsNormStages subclass) over x (rows, cols) with the package's RMSNorm
     tiling. Returns (y, trace)."""
@@ -102,21 +75,6 @@ def run_rms_norm(cls, x, gamma, eps: float = RMS_EPS, chip=RMS_CHIP, mode: str =
 
 
 # -- GELU --------------------------------------------------------------------------------------------
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def gelu_erf64(x) -> np.ndarray:
-    """The exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), in float64."""
-    x = np.asarray(x, np.float64)
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-def gelu_tanh64(x) -> np.ndarray:
-    """The tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in float64."""
-    x = np.asarray(x, np.float64)
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
 def gelu_grid(n: int = 4096, lo: float = -6.0, hi: float = 6.0) -> np.ndarray:
     return np.linspace(lo, hi, n)
 
@@ -126,11 +84,12 @@ def gelu_errors(chip: str = DEFAULT_CHIP) -> list[dict]:
     itself, and the simulator's kernels (fp32 and fp16) for both forms."""
     from .. import ops
     x64 = gelu_grid()
-    exact = gelu_erf64(x64)
-    rows = [{"what": "tanh formula, float64", "max_error": float(np.abs(gelu_tanh64(x64) - exact).max())}]
+    exact = golden.gelu(x64)
+    rows = [{"what": "tanh formula, float64",
+             "max_error": float(np.abs(golden.gelu(x64, approximate="tanh") - exact).max())}]
     for dt in (np.float32, np.float16):
         x = x64.astype(dt)
-        exact_x = gelu_erf64(x)                       # truth at the rounded inputs
+        exact_x = golden.gelu(x)                      # truth at the rounded inputs
         for form in ("none", "tanh"):
             y = ops.gelu(x, approximate=form, chip=chip)
             rows.append({"what": f"kernel approximate='{form}', {np.dtype(dt).name}",
@@ -152,35 +111,12 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = DEFAULT_CHIP) -> dict:
     return out
 
 
-def vector_time(trace, core: int = 0) -> dict:
-    """Where the vector pipe of ``core`` spent the kernel's cycles: the gantt table's breakdown
-    (:func:`npulab.plot.idle.pipe_time`) with its waits grouped by what they wait for:
-    ``busy`` (its repeats), ``barriers`` (automatic PIPE_V barriers: a step waiting for the
-    result of the one before), ``copy_in`` (deque: a tile or a parameter not yet copied in;
-    ``first_tile``: the cycle the first tile of x arrived), ``copy_out`` (a slot not yet copied
-    out and freed, and the end of the block waiting for the last copies out), ``other`` (the
-    rest). The parts add up to ``cycles``, the core's run."""
-    row = next(r for r in pipe_time(trace, core) if r["pipe"] == "VECTOR")
-    parts = {"barriers": 0, "copy_in": 0, "copy_out": 0}
-    for reason, took in row["waits"].items():
-        if reason.startswith("pipe_barrier"):
-            parts["barriers"] += took
-        elif reason.startswith("deque"):
-            parts["copy_in"] += took
-        elif reason.startswith(("release", "alloc_tensor")):
-            parts["copy_out"] += took
-    on = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == int(Kind.WAIT))
-                        & (trace.end > trace.start))
-    first = next((int(trace.end[i]) for i in on if trace.name[i].startswith("deque in_x")), 0)
-    return {"cycles": row["span"], "busy": row["busy"], **parts, "first_tile": first,
-            "other": row["span"] - row["busy"] - sum(parts.values())}
-
-
 def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = DEFAULT_CHIP) -> dict:
     """fp16 LayerNorm at ``shape`` in timing mode, one tile in the vector unit at a time
     (``in_flight=1``) and with the tiles interleaved as the package's tiling does by default:
     cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and
-    ``time``, where core 0's vector pipe spent the cycles (:func:`vector_time`); and
+    ``time``, where core 0's vector pipe spent the cycles
+    (:func:`npulab.plot.vector_pipe.vector_time`); and
     ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the chip's GM rate."""
     x, g = np.zeros(shape, np.float16), np.zeros(shape[1], np.float16)
     out = {"gm_bound": round((2 * x.nbytes + 2 * g.nbytes) / get_chip(chip).memory.gm_bytes_per_cycle)}
@@ -200,6 +136,5 @@ def fp16_exp_limit() -> float:
     return math.log(float(np.finfo(np.float16).max))
 
 
-__all__ = ["softmax_reference", "softmax_naive", "softmax_logits", "vector_program", "RmsNormStages",
-           "rms_inputs", "rms_norm_reference", "run_rms_norm", "gelu_erf64", "gelu_tanh64", "gelu_grid",
-           "gelu_errors", "gelu_cycles", "vector_time", "layer_norm_pipelining", "fp16_exp_limit"]
+__all__ = ["softmax_naive", "softmax_logits", "RmsNormStages", "rms_inputs", "run_rms_norm", "gelu_grid",
+           "gelu_errors", "gelu_cycles", "layer_norm_pipelining", "fp16_exp_limit"]

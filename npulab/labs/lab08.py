@@ -11,6 +11,9 @@ whose epilogue the learner fuses.
   :func:`fused_epilogue_reference` is one;
 * :func:`bn_fold_reference`, :func:`run_conv_bn_relu`: BatchNorm folded into the per-channel
   scale and offset FixPipe applies, run on the conv kernel.
+
+The checks hold both exercises' outputs to the goldens of :mod:`npulab.ops.golden`
+(``conv2d_bn_relu``, ``matmul`` with bias and ReLU).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import numpy as np
 
 from .. import lang
 from ..arch import round_up
-from ..bench.conv import RESNET50_CONVS, fused_vs_separate
+from ..bench.conv import RESNET50_CONVS, fused_vs_separate, gm_bytes
 from ..kernels.conv import default_tiling as conv_default_tiling
 from ..kernels.conv import launch_conv, make_problem
 from ..kernels.matmul import BlockMmad, BlockScheduler, MatmulProblem, default_tiling, make_tiling
@@ -51,16 +54,12 @@ def show(obj) -> None:
     print(textwrap.dedent(inspect.getsource(obj)))
 
 
-def _gm_bytes(trace) -> int:
-    return int(sum(v for route, v in trace.bytes_by_route().items() if "GM" in route))
-
-
 def _row(what, fused, parts: dict) -> dict:
     sep_c = sum(p.cycles for p in parts.values())
-    sep_b = sum(_gm_bytes(p) for p in parts.values())
-    return {"what": what, "fused_cycles": int(fused.cycles), "fused_bytes": _gm_bytes(fused),
+    sep_b = sum(gm_bytes(p) for p in parts.values())
+    return {"what": what, "fused_cycles": int(fused.cycles), "fused_bytes": gm_bytes(fused),
             "separate_cycles": int(sep_c), "separate_bytes": sep_b,
-            "parts": {k: (int(p.cycles), _gm_bytes(p)) for k, p in parts.items()}}
+            "parts": {k: (int(p.cycles), gm_bytes(p)) for k, p in parts.items()}}
 
 
 # -- the measurements ---------------------------------------------------------------------------
@@ -146,14 +145,6 @@ def bn_inputs(cout: int = 32, seed: int = SEED):
     var[3] = 0.0
     gamma, beta = rng.uniform(0.5, 1.5, cout), rng.standard_normal(cout)
     return x, w, mean, var, gamma, beta
-
-
-def conv_bn_relu_numpy(x, w, mean, var, gamma, beta, eps, pad: int = 1) -> np.ndarray:
-    from .lab06 import conv_numpy
-    y = conv_numpy(x, w, pad=pad)
-    sh = (1, -1, 1, 1)
-    y = (y - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + eps) * gamma.reshape(sh) + beta.reshape(sh)
-    return np.maximum(y, 0)
 
 
 def run_conv_bn_relu(x, w, scale, offset, chip: str = "teach"):
@@ -247,7 +238,3 @@ def run_epilogue(epilogue, shape=EPI_SHAPE, chip=CHIP, mode: str = "functional")
     res = launch(epilogue_kernel(epilogue), t.tiles.block_dim, *args, t, chip=chip, mode=mode)
     c = res.outputs[2]
     return (c.reshape(p.m, p.n) if c is not None else None), res.trace, (a, b, bias)
-
-
-def epilogue_reference_output(a, b, bias) -> np.ndarray:
-    return np.maximum(a.astype(np.float32) @ b.astype(np.float32) + bias, 0)

@@ -1,5 +1,5 @@
-"""Shared look of the npulab views: a colour per pipe, a colour per buffer owner, rectangle
-vertices in bulk (one PolyCollection instead of a patch per bar, so 100k bars draw quickly)."""
+"""Shared look of the npulab views: a colour per pipe, a colour per buffer owner, the colours of
+the layout pictures, a new Axes when none is given, rectangle vertices in bulk (one PolyCollection instead of a patch per bar, so 100k bars draw quickly)."""
 from __future__ import annotations
 
 import re
@@ -24,8 +24,24 @@ PIPE_COLORS = ["#7f7f7f",   # SCALAR
 #: The buffers of one AI core, in the order the views stack them.
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 
+#: The layout pictures (:mod:`.formats`): blocks of storage (NZ fractals, C0 channel blocks) on
+#: a pale map, the input channels of an img2col matrix on a qualitative one, block borders in
+#: black, where the zero padding starts in red.
+BLOCK_CMAP = "Pastel1"
+CHANNEL_CMAP = "Set2"
+BORDER_COLOR = "black"
+PAD_COLOR = "red"
+
 _OWNER_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
                   "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"]
+
+
+def new_axes(ax, figsize):
+    """``ax``, or the Axes of a new figure of ``figsize`` (constrained layout) when it is None."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
 
 
 def owner_base(owner: str) -> str:

@@ -88,3 +88,31 @@ def test_bad_input_names_the_rule(side):
         F.nz_to_nd(F.nd_to_nz(np.zeros((4, 4), np.float16)), 17, 4)
     with pytest.raises(ShapeError, match="17 channels asked"):
         F.nc1hwc0_to_nchw(F.nchw_to_nc1hwc0(np.zeros((1, 3, 1, 1), np.float16)), 17)
+
+
+# -- where each element sits ---------------------------------------------------------------------
+@pytest.mark.parametrize("m, n", [(20, 40), (5, 17), (16, 16), (33, 48)])
+def test_nz_offsets_are_where_nd_to_nz_stores_each_element(m, n):
+    x = np.random.default_rng(m * n).integers(1, 1000, size=(m, n))
+    off = F.nz_offsets(m, n)
+    stored = F.nd_to_nz(x, c0=16).reshape(-1)
+    assert off.shape == (m, n) and off.dtype == np.int64
+    assert np.array_equal(stored[off], x)
+    assert len(np.unique(off)) == m * n
+    r, c = np.indices((m, n))                             # fractal columns first, rows padded to 16
+    assert np.array_equal(off, (c // 16) * (-(-m // 16) * 16) * 16 + r * 16 + c % 16)
+
+
+@pytest.mark.parametrize("c, h, w, dtype", [(20, 2, 3, np.float32), (3, 4, 5, np.float16), (40, 2, 2, np.int8)])
+def test_nc1hwc0_offsets_are_where_the_conversion_stores_each_channel(c, h, w, dtype):
+    c0 = F.c0_of(dtype)
+    c1 = -(-c // c0)
+    off = F.nc1hwc0_offsets(c, h, w, dtype)
+    assert off.shape == (c1 * c0, h * w)
+    assert sorted(off.reshape(-1)) == list(range(c1 * c0 * h * w))
+    x = np.arange(1, c * h * w + 1).reshape(1, c, h, w)
+    stored = F.nchw_to_nc1hwc0(x, c0=c0).reshape(-1)
+    assert np.array_equal(stored[off[:c]], x[0].reshape(c, h * w))
+    assert not stored[off[c:]].any()                      # the padding channels hold zeros
+    ch, p = np.indices(off.shape)
+    assert np.array_equal(off, ((ch // c0) * h * w + p) * c0 + ch % c0)

@@ -18,12 +18,15 @@ import npulab
 from npulab import lang
 from npulab.chips import get_chip
 from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
-from npulab.labs import check, lab02, lab04, lab07
+from npulab.kernels.examples.row_scale import RowScaleTiling
+from npulab.kernels.examples.silu import SiluStages
+from npulab.labs import check, lab02, lab07
 from npulab.labs.check import REGISTRY, same_code
-from npulab.labs.lab03 import RowTiling
 from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
                          wait_flag)
+from npulab.ops import golden
+from npulab.sim.isa import Pipe as HwPipe
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
@@ -194,7 +197,7 @@ def _row_tiling(mistake=None):
         ub = chip.buffers.ub if mistake == "no gamma" else chip.buffers.ub - rb
         per = 2 * rb if mistake == "one slot" else 4 * rb
         rpt = 1 if mistake == "one row" else ub // per if mistake == "no cap" else min(rpc, ub // per)
-        return RowTiling(rows, cols, rpc, bd, rpt, 2)
+        return RowScaleTiling(rows, cols, rpc, bd, rpt, 2)
     return fn
 
 
@@ -206,7 +209,7 @@ def _row_tiling_blank(rows, cols, dtype, chip):
 def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
     """SiLU with ``slots_x`` / ``slots_z`` slots of UB / ``tile_div`` bytes (None: 64 elements);
     the stages work on 1 / ``tile_of_slot`` of a slot."""
-    class Silu(lab04.SiluStages):
+    class Silu(SiluStages):
         def __init__(self, x, z, tiling):
             start = get_block_idx() * tiling.block_factor
             self.length = min(tiling.block_factor, tiling.total - start)
@@ -221,7 +224,7 @@ def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
     return Silu
 
 
-class _SiluBlank(lab04.SiluStages):
+class _SiluBlank(SiluStages):
     def __init__(self, x, z, tiling):
         ...
 
@@ -377,7 +380,7 @@ def _gelu(kind="ok"):
 
 
 def _gelu_erf(x):
-    return lab07.gelu_erf64(x)
+    return golden.gelu(x)
 
 
 def _gelu_blank(x):
@@ -618,6 +621,26 @@ def test_lab03_add_tiling_exercise_is_the_packages_add_tiling():
     for n, dtype, chip, bn in check.lab03.ADD_CASES:
         c = get_chip(chip)
         assert add_tiling(n, dtype, c, bn) == _add_tiling()(n, np.dtype(dtype), c, bn)
+
+
+def test_the_checkers_shared_screens():
+    v = check.screen_function(3, "nz_offset")
+    assert v.status == "fail" and v.hint == "pass nz_offset itself, without calling it."
+    assert check.screen_function(blank_fn, "f").status == "not attempted"
+    assert check.screen_function(attainable_ok, "f") is None
+    assert check.screen_class(ComputeOk, KernelAdd, "KernelAdd", "MyAdd") is None
+    v = check.screen_class(object.__new__(ComputeOk), KernelAdd, "KernelAdd", "MyAdd")    # an instance
+    assert v.status == "fail" and v.expected == "a subclass of KernelAdd" and "(MyAdd)" in v.hint
+    assert check.whole_numbers((1, np.int64(2)), 2) == (1, 2)
+    assert check.whole_numbers((1, True), 2) is None and check.whole_numbers([1], 2) is None
+    assert check.pipe_named(" vector ") == check.pipe_named("PIPE_V") == check.pipe_named("v") == HwPipe.V
+    assert check.pipe_named("ALL") is None and check.pipe_named("UB") is None
+
+    class Late(npulab.errors.SyncError):
+        pass
+    v = check.stopped(Late("slot 3"), {npulab.errors.DeadlockError: "no", npulab.errors.SyncError: "free it"}, "M=1: ")
+    assert (v.status, v.summary, v.got, v.hint) == ("fail", "M=1: the kernel stopped with Late", "Late: slot 3",
+                                                    "free it")
 
 
 def test_the_racy_stub_is_recognised_and_the_race_is_real():

@@ -13,7 +13,13 @@ Performance exercises pass on correctness first, then on simulated cycles: at mo
 
 Each checker is a grading function decorated with :func:`exercise`; the decorated object is
 what a notebook calls (it prints), its ``.grade(answer)`` returns the :class:`Verdict` (what the
-tests call), and :data:`REGISTRY` lists every exercise.
+tests call), and :data:`REGISTRY` lists every exercise. ``check.labNN`` holds lab NN's checkers,
+each with the typical mistakes it recognises; what they share is here: the verdicts
+(:func:`passed`, :func:`failed`, :func:`not_attempted`, :func:`perf_verdict`), the screens an
+answer passes before it is run (:func:`screen_function`, :func:`screen_class`,
+:func:`whole_numbers`, :func:`pipe_named`, :func:`is_blank`, :func:`is_empty_function`,
+:func:`same_code`) and the FAIL of a kernel that raised (:func:`stopped`). A check that compares
+numbers holds them to the golden of :mod:`npulab.ops.golden`.
 """
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ import math
 import numbers
 import sys
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...sim.isa import TRACK_NAMES, Pipe
 
 PERF_SLACK = 1.5          # a performance answer may take up to 150% of the reference's cycles
 
@@ -172,6 +182,52 @@ def ratio_is(got: float, want: float, factor: float, rel: float = 1e-3) -> bool:
     return want != 0 and close(got, want * factor, rel)
 
 
+def screen_function(fn, name: str, what: str = "function") -> Verdict | None:
+    """Before running an answer that must be the learner's function ``name``: a FAIL when it is
+    not callable (it was called, or something else was passed), NOT ATTEMPTED while its body is
+    still the blank; None when there is a function to grade."""
+    if not callable(fn):
+        return failed(f"the answer should be your {what}", expected="a function", got=repr(fn),
+                      hint=f"pass {name} itself, without calling it.")
+    if is_empty_function(fn):
+        return not_attempted(f"write the body of {name}")
+    return None
+
+
+def screen_class(cls, base: type, base_name: str, example: str) -> Verdict | None:
+    """Before running an answer that must be the learner's kernel class (``example``, a subclass
+    of ``base``, which the notebook calls ``base_name``): a FAIL when it is not; None when it is."""
+    if isinstance(cls, type) and issubclass(cls, base):
+        return None
+    return failed("the answer should be your kernel class", expected=f"a subclass of {base_name}",
+                  got=repr(cls), hint=f"pass the class ({example}), not an instance.")
+
+
+def stopped(err: Exception, hints: dict, where: str = "") -> Verdict:
+    """The FAIL of a learner's kernel that raised ``err``, with the hint ``hints`` gives for its
+    type ({error type: hint}); ``where`` names the case ("M=16, ...: ")."""
+    hint = next(h for kind, h in hints.items() if isinstance(err, kind))
+    return failed(f"{where}the kernel stopped with {type(err).__name__}", got=f"{type(err).__name__}: {err}",
+                  hint=hint)
+
+
+def whole_numbers(answer, n: int) -> tuple | None:
+    """``answer`` as a tuple of ``n`` ints when it is a tuple or list of ``n`` whole numbers (a
+    tiling recipe), else None; a bool is not a number here."""
+    if not isinstance(answer, (tuple, list)) or len(answer) != n:
+        return None
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in answer):
+        return None
+    return tuple(int(v) for v in answer)
+
+
+def pipe_named(name: str) -> Pipe | None:
+    """The pipe a learner named: its ISA name ("V"), its gantt track ("VECTOR") or its Ascend C
+    constant ("PIPE_V"), in any case; None for anything else."""
+    up = name.strip().upper()
+    return next((p for p in Pipe if p != Pipe.ALL and up in (p.name, TRACK_NAMES[p], f"PIPE_{p.name}")), None)
+
+
 def perf_verdict(cycles: int, reference: int, what: str, hint: str) -> Verdict:
     """Correct already; now the cycles: pass within PERF_SLACK x the reference."""
     target = math.floor(reference * PERF_SLACK)
@@ -183,8 +239,9 @@ def perf_verdict(cycles: int, reference: int, what: str, hint: str) -> Verdict:
                   hint=hint, lines=[line])
 
 
-from . import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08  # noqa: E402  (the labs register their exercises)  # noqa: E402
+from . import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08  # noqa: E402  (the labs register their exercises)
 
 __all__ = ["PERF_SLACK", "REGISTRY", "Exercise", "Verdict", "exercise", "is_blank",
-           "is_empty_function", "same_code", "lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06",
+           "is_empty_function", "same_code", "screen_function", "screen_class", "stopped", "whole_numbers",
+           "pipe_named", "perf_verdict", "lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06",
            "lab07", "lab08"]

@@ -9,7 +9,8 @@ from ...errors import AlignmentError, BufferOverflowError, DeadlockError, RaceEr
 from ...kernels.elementwise import QUEUES_PER_TILE, KernelAdd, add_tiling, launch_add
 from ...sim.isa import TRACK_NAMES, Pipe
 from .. import lab02 as ref
-from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict, same_code
+from . import (exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict, pipe_named,
+               same_code, stopped)
 
 _QUEUE_HINTS = {
     DeadlockError: "every deque needs an enque before it: Compute must deque x and y from the input "
@@ -53,8 +54,7 @@ def compute_stage(cls):
     try:
         z, trace = ref.run_kernel_class(cls, x, y)
     except tuple(_QUEUE_HINTS) as err:
-        return failed(f"the kernel stopped with {type(err).__name__}", got=f"{type(err).__name__}: {err}",
-                      hint=_QUEUE_HINTS[type(err)])
+        return stopped(err, _QUEUE_HINTS)
     if not np.array_equal(z, (x + y).astype(np.float16)):
         want, got, hint = _mismatch(z, x, y)
         return failed("z is not x + y", expected=want, got=got, hint=hint)
@@ -151,10 +151,6 @@ def ub_tile(tile):
                   f"z = x + y in {trace.cycles:,} cycles.")
 
 
-def _pipe_names(p: Pipe) -> set[str]:
-    return {p.name, TRACK_NAMES[p], f"PIPE_{p.name}"}
-
-
 @exercise("02", "reading a pipe gantt: which pipe is busy, which waits")
 def busiest_pipe(answer):
     """The pipe with the most busy cycles in the lab's Add on the teaching chip."""
@@ -167,11 +163,10 @@ def busiest_pipe(answer):
     if not isinstance(answer, str):
         return failed("the answer should be a pipe's name, a string", expected=repr(TRACK_NAMES[want]),
                       got=repr(answer), hint="a track name of the gantt, such as 'VECTOR'.")
-    got = answer.strip().upper()
-    if got in _pipe_names(want):
+    named = pipe_named(answer)
+    if named == want:
         return passed(f"{TRACK_NAMES[want]} is busiest (busy cycles: {table}): each add of a tile "
                       f"waits for two tiles copied in, and a copy takes longer than the add.")
-    named = next((p for p in Pipe if p != Pipe.ALL and got in _pipe_names(p)), None)
     if named is None:
         hint = f"the tracks are {', '.join(TRACK_NAMES[Pipe(p)] for p in range(7))}."
     elif named == Pipe.V:

@@ -6,12 +6,13 @@ import numpy as np
 
 from ...arch import BLOCK_BYTES, ceil_div, round_up
 from ...chips import get_chip
-from ...errors import AlignmentError, BufferOverflowError, NpuError
+from ...errors import AlignmentError, BufferOverflowError
 from ...kernels.elementwise import MIN_TILES_PER_BLOCK, QUEUES_PER_TILE
+from ...kernels.examples.row_scale import launch_row_scale, row_bytes, row_demand
 from ...kernels.matmul import buffer_demand
 from ...sim.memory import fmt_bytes
 from .. import lab03 as ref
-from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
+from . import exercise, failed, is_blank, not_attempted, passed, screen_function
 
 #: (n, dtype, chip, buffer_num) the Add tiling function is run on: even splits, tails, tiny n
 ADD_CASES = ((65536, np.float16, "teach", 2), (17, np.float16, "teach", 2),
@@ -49,11 +50,8 @@ def block_tile(block_factor: int, itemsize: int) -> int:
                 "1/8 of the block")
 def add_tiling_fn(fn):
     """``fn(n, dtype, chip, buffer_num) -> AddTiling``: the package's ``add_tiling``, rule for rule."""
-    if not callable(fn):
-        return failed("the answer should be your tiling function", expected="a function",
-                      got=repr(fn), hint="pass my_add_tiling itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of my_add_tiling")
+    if (v := screen_function(fn, "my_add_tiling", "tiling function")) is not None:
+        return v
     for n, dtype, chip_name, bn in ADD_CASES:
         chip = get_chip(chip_name)
         dt = np.dtype(dtype)
@@ -159,7 +157,7 @@ def add_tiling_fn(fn):
 
 
 def _row_ref(rows, cols, dtype, chip, bn=2):
-    rb = ref.row_bytes(cols, dtype)
+    rb = row_bytes(cols, dtype)
     rpc = ceil_div(rows, chip.ai_cores)
     return rpc, ceil_div(rows, rpc), min(rpc, (chip.buffers.ub - rb) // (2 * bn * rb))
 
@@ -167,21 +165,18 @@ def _row_ref(rows, cols, dtype, chip, bn=2):
 @exercise("03", "2-D tiling: whole rows per core and per tile; UB holds gamma + 2 queues x "
                 "buffer_num x rows_per_tile rows")
 def row_tiling(fn):
-    """``fn(rows, cols, dtype, chip) -> RowTiling`` (buffer_num 2) for KernelRowScale."""
-    if not callable(fn):
-        return failed("the answer should be your tiling function", expected="a function",
-                      got=repr(fn), hint="pass my_row_tiling itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of my_row_tiling")
+    """``fn(rows, cols, dtype, chip) -> RowScaleTiling`` (buffer_num 2) for KernelRowScale."""
+    if (v := screen_function(fn, "my_row_tiling", "tiling function")) is not None:
+        return v
     for rows, cols, dtype, chip_name in ref.ROW_CASES:
         chip, dt = get_chip(chip_name), np.dtype(dtype)
         case = f"{rows} x {cols} {dt.name} on chip '{chip_name}' ({chip.ai_cores} cores, UB {fmt_bytes(chip.buffers.ub)})"
         t = fn(rows, cols, dt, chip)
         v, why = _fields(t, ("rows", "cols", "rows_per_core", "block_dim", "rows_per_tile", "buffer_num"))
         if v is None:
-            return failed(f"for {case} the answer is not a RowTiling", expected="RowTiling(rows, cols, "
-                          "rows_per_core, block_dim, rows_per_tile, buffer_num)", got=f"{t!r}: {why}",
-                          hint="return lab03.RowTiling(rows, cols, rows_per_core, block_dim, rows_per_tile, 2).")
+            return failed(f"for {case} the answer is not a RowScaleTiling", expected="RowScaleTiling(rows, "
+                          "cols, rows_per_core, block_dim, rows_per_tile, buffer_num)", got=f"{t!r}: {why}",
+                          hint="return RowScaleTiling(rows, cols, rows_per_core, block_dim, rows_per_tile, 2).")
         rpc, bd, rpt = v["rows_per_core"], v["block_dim"], v["rows_per_tile"]
         want = _row_ref(rows, cols, dt, chip)
         got = f"rows_per_core={rpc}, block_dim={bd}, rows_per_tile={rpt}"
@@ -206,9 +201,9 @@ def row_tiling(fn):
         if rpt < 1:
             return failed(f"for {case}: a tile must hold at least one row", expected=expected, got=got,
                           hint="rows_per_tile counts whole rows: at least 1.")
-        need = ref.row_demand(rpt, cols, dt)
+        need = row_demand(rpt, cols, dt)
         if need > chip.buffers.ub:
-            rb = ref.row_bytes(cols, dt)
+            rb = row_bytes(cols, dt)
             if 4 * rpt * rb <= chip.buffers.ub:
                 hint = (f"gamma ({fmt_bytes(rb)}, one row) stays in UB for the whole kernel: take it "
                         f"off UB before dividing the rest among the queues.")
@@ -229,7 +224,7 @@ def row_tiling(fn):
                           hint="take as many whole rows as fit (no more than a block has): fewer, "
                                "longer tiles pay the per-tile costs fewer times.")
         x, g = ref.row_inputs(rows, cols, dt)
-        z, _ = ref.run_row_scale(t, x, g, chip=chip)
+        z, _ = launch_row_scale(x, g, t, chip=chip)
         if not np.array_equal(z, x * g):
             return failed(f"for {case} z is not x * gamma", expected="every row scaled",
                           got=f"{int(np.sum(np.any(z != x * g, axis=1)))} wrong rows",
@@ -238,7 +233,7 @@ def row_tiling(fn):
     t = fn(rows, cols, np.dtype(dt), get_chip(chip_name))
     return passed(f"whole rows fit UB in all {len(ref.ROW_CASES)} problems. {rows} x {cols} on the "
                   f"teaching chip: {t.rows_per_core} rows per core, {t.rows_per_tile} row per tile "
-                  f"({fmt_bytes(ref.row_demand(t.rows_per_tile, cols, dt))} of UB with gamma); a "
+                  f"({fmt_bytes(row_demand(t.rows_per_tile, cols, dt))} of UB with gamma); a "
                   f"row longer than that must be split along columns (lab 07).")
 
 

@@ -7,10 +7,12 @@ import numpy as np
 from ...arch import ceil_div
 from ...chips import get_chip
 from ...errors import BufferOverflowError, DeadlockError, RaceError, SyncError
-from ...plot import pipe_time
+from ...kernels.examples.silu import SiluDouble, SiluSingle, SiluStages, silu_tiling, ub_tile
+from ...plot import copies_in, pipe_time, queue_slot_bytes, queue_slots
 from ...sim.isa import TRACK_NAMES, Pipe
 from .. import lab04 as ref
-from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict
+from . import (exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict, pipe_named,
+               screen_class, stopped)
 
 _ERRORS = {
     BufferOverflowError: "two slots of the single-buffered tile need twice its UB: with 2 queues x 2 "
@@ -25,25 +27,23 @@ _ERRORS = {
                 "the same UB then holds half the tile", performance=True)
 def double_buffered(cls):
     """A SiluStages subclass whose ``__init__`` the learner wrote (double buffered)."""
-    if not (isinstance(cls, type) and issubclass(cls, ref.SiluStages)):
-        return failed("the answer should be your kernel class", expected="a subclass of lab04.SiluStages",
-                      got=repr(cls), hint="pass the class (MySilu), not an instance.")
-    if is_empty_function(cls.__init__) or cls.__init__ is ref.SiluStages.__init__:
+    if (v := screen_class(cls, SiluStages, "SiluStages", "MySilu")) is not None:
+        return v
+    if is_empty_function(cls.__init__) or cls.__init__ is SiluStages.__init__:
         return not_attempted("write the body of __init__")
     x = ref.inputs()
     try:
         z, trace = ref.run_silu(cls, x)
     except tuple(_ERRORS) as err:
-        return failed(f"the kernel stopped with {type(err).__name__}", got=f"{type(err).__name__}: {err}",
-                      hint=_ERRORS[type(err)])
-    want, _ = ref.run_silu(ref.SiluSingle, x)
+        return stopped(err, _ERRORS)
+    want, _ = ref.run_silu(SiluSingle, x)
     if not np.array_equal(z, want):
         bad = np.flatnonzero(z != want)
         return failed("z is not SiLU(x)", expected=f"z[{bad[0]}] = {float(want[bad[0]])!r}",
                       got=f"z[{bad[0]}] = {float(z[bad[0]])!r} ({len(bad):,} of {z.size:,} wrong)",
                       hint="set self.length, self.x_gm and self.z_gm to this block's slice as the "
                            "single-buffered __init__ does.")
-    used = ref.slots(trace)
+    used = queue_slots(trace)
     queues = ("in_x", "out_z")
     slots = ", ".join(f"{q}: {used.get(q, 0)} slot(s) used" for q in queues)
     single = [q for q in queues if used.get(q, 0) < 2]
@@ -62,9 +62,9 @@ def double_buffered(cls):
                            f"is buffer_num=2, each slot half the single-buffered tile. (The measure below "
                            f"tries a third slot.)")
     ub = get_chip(ref.CHIP).buffers.ub
-    tile = ref.double_tile(ub)
+    tile = ub_tile(ub, 2)
     want_bytes = tile * x.dtype.itemsize
-    sizes = ref.slot_bytes(trace)
+    sizes = queue_slot_bytes(trace)
     wrong = [q for q in queues if sizes.get(q) != want_bytes]
     if wrong:
         q = wrong[0]
@@ -76,15 +76,15 @@ def double_buffered(cls):
         return failed("each slot should hold half the single-buffered tile", expected=f"{want_bytes:,} B a slot "
                       f"({tile:,} fp16 elements)", got=", ".join(f"{k}: {v:,} B a slot" for k, v in sizes.items()
                                                                  if k in queues), hint=hint)
-    block = min(ref.silu_tiling(x.size).block_factor, x.size)
-    tiles, want_tiles = ref.copies_in(trace), ceil_div(block, tile)
+    block = min(silu_tiling(x.size, ref.CHIP).block_factor, x.size)
+    tiles, want_tiles = copies_in(trace), ceil_div(block, tile)
     if tiles != want_tiles:
         return failed("the slots are right, but self.tile is not what they hold",
                       expected=f"{want_tiles} tiles of {tile:,} elements per block",
                       got=f"{tiles} copies in on core 0",
                       hint=f"self.tile is the slot's element count ({want_bytes:,} B / 2 B = {tile:,}): the "
                            f"stages copy and compute self.tile elements a tile.")
-    _, reference = ref.run_silu(ref.SiluDouble, x)
+    _, reference = ref.run_silu(SiluDouble, x)
     return perf_verdict(trace.cycles, reference.cycles,
                         f"double buffered (slots {used}), z = SiLU(x)",
                         f"a tile of UB / 4 = {ub // 4:,} B: much smaller tiles pay the per-tile "
@@ -92,17 +92,9 @@ def double_buffered(cls):
                         f"{get_chip(ref.CHIP).pipes.mte2_startup_cycles}-cycle start-up) more often.")
 
 
-def _pipe_of(name: str):
-    up = name.strip().upper()
-    for p in Pipe:
-        if p != Pipe.ALL and up in (p.name, TRACK_NAMES[p], f"PIPE_{p.name}"):
-            return p
-    return None
-
-
 def expected_stall():
     """(queue, reason, share of the run) of MTE2's longest stall in the single-buffered run."""
-    _, trace = ref.run_silu(ref.SiluSingle)
+    _, trace = ref.run_silu(SiluSingle)
     row = next(r for r in pipe_time(trace, 0) if r["pipe"] == TRACK_NAMES[Pipe.MTE2])
     reason, cycles = next(iter(row["waits"].items()))
     queue = reason.split()[1]
@@ -120,7 +112,7 @@ def mte2_stall(answer):
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and all(isinstance(a, str) for a in answer)):
         return failed("the answer should be a pair of names", expected=repr(want), got=repr(answer),
                       hint='a tuple of two strings: ("queue name", "pipe name").')
-    q, p = answer[0].strip(), _pipe_of(answer[1])
+    q, p = answer[0].strip(), pipe_named(answer[1])
     if q != queue:
         if q == "out_z":
             hint = ("out_z is filled by the vector unit and emptied by MTE3; MTE2 never touches it. "

@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import formats as F
 from ...arch import ceil_div, round_up
 from ...bench.matmul import measure
-from ...errors import BufferOverflowError, DeadlockError, NpuError, ShapeError, SyncError
+from ...errors import DeadlockError, ShapeError, SyncError
+from ...formats import nz_offsets
 from ...kernels.matmul import TILINGS, problems
+from ...ops import golden
+from ...ops.tolerance import tol
 from .. import lab05 as ref
-from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed
+from . import exercise, failed, is_blank, not_attempted, passed, screen_function, stopped, whole_numbers
 
 #: (m, n) matrices the NZ offset function is checked on (padding in rows and columns)
 NZ_SHAPES = ((20, 40), (32, 48), (5, 17), (16, 16))
-RTOL, ATOL = 1e-4, 1e-3          # the K loop's C against numpy's float32 matmul of the same fp16 values
-
-
-def _nz_truth(m: int, n: int) -> np.ndarray:
-    """(m, n) array: the storage offset of each element in NZ (fp16: 16 x 16 fractals)."""
-    nz = F.nd_to_nz(np.arange(m * n).reshape(m, n), c0=16).reshape(-1)   # storage -> ND index (0: padding)
-    pos = np.flatnonzero(nz)
-    where = np.zeros(m * n, np.int64)                    # element 0 always sits at offset 0
-    where[nz[pos]] = pos
-    return where.reshape(m, n)
+#: the K loop's fp32 C against the golden matmul of the same fp16 values: the cube's fp32 row
+RTOL, ATOL = tol("float32", "cube")["rtol"], tol("float32", "cube")["atol"]
 
 
 def _variants(r, c, m, n):
@@ -43,13 +37,10 @@ def _variants(r, c, m, n):
 @exercise("05", "the NZ format: 16 x C0 fractals, fractal columns first, row-major inside, rows padded to 16")
 def nz_offset(fn):
     """``fn(r, c, m, n)``: the offset of element (r, c) of an (m, n) fp16 matrix in NZ storage."""
-    if not callable(fn):
-        return failed("the answer should be your function", expected="a function", got=repr(fn),
-                      hint="pass nz_offset itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of nz_offset")
+    if (v := screen_function(fn, "nz_offset")) is not None:
+        return v
     for m, n in NZ_SHAPES:
-        truth = _nz_truth(m, n)
+        truth = nz_offsets(m, n)
         for r in range(m):
             for c in range(n):
                 got = fn(r, c, m, n)
@@ -79,24 +70,20 @@ _KLOOP_ERRORS = {
                 "and accumulate (+=) into L0C after")
 def k_loop(fn):
     """``fn(c, a1, b1, a2q, b2q, m, n, k, k0)``: C = A x B in L0C through L0A / L0B."""
-    if not callable(fn):
-        return failed("the answer should be your function", expected="a function", got=repr(fn),
-                      hint="pass k_loop itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of k_loop")
+    if (v := screen_function(fn, "k_loop")) is not None:
+        return v
     for m, n, k, k0 in ref.KLOOP_CASES:
         case = f"M={m}, N={n}, K={k}, K0={k0}"
         try:
             c, trace, a, b = ref.run_kloop(fn, m, n, k, k0)
         except tuple(_KLOOP_ERRORS) as err:
-            return failed(f"{case}: the kernel stopped with {type(err).__name__}",
-                          got=f"{type(err).__name__}: {err}", hint=_KLOOP_ERRORS[type(err)])
+            return stopped(err, _KLOOP_ERRORS, f"{case}: ")
         mm = [nm for nm in trace.name if nm.startswith("mmad")]
         steps = ceil_div(k, k0)
         if not mm:
             return failed(f"{case}: no mmad ran", expected=f"{steps} mmads", got="none",
                           hint="call mmad(c, a2, b2, m, n, kk, init=...) once per K0 slice.")
-        want = a.astype(np.float32) @ b.astype(np.float32)
+        want = golden.matmul(a, b).astype(np.float32)      # in float32, as the verdict says
         first_init = "+=" not in mm[0]
         later_acc = all("+=" in x for x in mm[1:])
         if not first_init:
@@ -124,11 +111,7 @@ def k_loop(fn):
 def _recipe(answer):
     if isinstance(answer, str) and answer in TILINGS:
         return TILINGS[answer]
-    if not isinstance(answer, (tuple, list)) or len(answer) != 7:
-        return None
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in answer):
-        return None
-    return tuple(int(v) for v in answer)
+    return whole_numbers(answer, 7)
 
 
 @exercise("05", "matmul tiling for the cube: big block tiles for reuse, a long TILE_K per L1 copy, "

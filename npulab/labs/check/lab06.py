@@ -7,8 +7,9 @@ import numpy as np
 
 from ... import formats as F
 from ...kernels.conv import problems
+from ...kernels.examples.img2col import img2col_on_npu
 from .. import lab06 as ref
-from . import exercise, failed, is_blank, is_empty_function, not_attempted, passed, perf_verdict
+from . import exercise, failed, is_blank, not_attempted, passed, perf_verdict, screen_function, whole_numbers
 
 C0 = ref.C0
 
@@ -64,13 +65,10 @@ def _as_source(got):
                 "(oh x stride - pad + kh, ow x stride - pad + kw), zero outside the map")
 def img2col_source(fn):
     """``fn(r, c, x_shape, k, stride, pad)``: (n, channel, h, w) or None."""
-    if not callable(fn):
-        return failed("the answer should be your function", expected="a function", got=repr(fn),
-                      hint="pass img2col_source itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of img2col_source")
+    if (v := screen_function(fn, "img2col_source")) is not None:
+        return v
     for case in ref.IMG2COL_CASES:
-        truth = ref.img2col_on_npu(*case)                  # what load_3d wrote into L0A
+        truth = img2col_on_npu(*case)                      # what load_3d wrote into L0A
         shape = case[0]
         for r in range(truth.shape[0]):
             for c in range(truth.shape[1]):
@@ -101,11 +99,8 @@ def _describe(a):
                 "innermost, C padded with zeros to C1 x C0")
 def nc1hwc0(fn):
     """``fn(x)``: (N, C, H, W) -> (N, C1, H, W, C0)."""
-    if not callable(fn):
-        return failed("the answer should be your function", expected="a function", got=repr(fn),
-                      hint="pass to_nc1hwc0 itself, without calling it.")
-    if is_empty_function(fn):
-        return not_attempted("write the body of to_nc1hwc0")
+    if (v := screen_function(fn, "to_nc1hwc0")) is not None:
+        return v
     rng = np.random.default_rng(ref.SEED)
     for shape, dt in ref.NC1HWC0_CASES:
         x = (rng.integers(1, 100, size=shape)).astype(dt)    # no zeros: padding shows
@@ -146,14 +141,6 @@ def nc1hwc0(fn):
 
 
 # -- exercise 3: a conv tiling -------------------------------------------------------------------
-def _tiles(answer):
-    if not isinstance(answer, (tuple, list)) or len(answer) != 7:
-        return None
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in answer):
-        return None
-    return tuple(int(v) for v in answer)
-
-
 @exercise("06", "conv tiling: each buffer holds buffers x its tile (L0A: TILE_M x TILE_K0, L0B: "
                 "TILE_K0 x TILE_N, L0C: TILE_M x TILE_N fp32, L1: map slab + weights per C1_STEP)",
           performance=True)
@@ -161,7 +148,7 @@ def conv_tiles(answer):
     """(TILE_M, TILE_N, C1_STEP, TILE_K0, l1, l0, l0c buffers) for the lab's layer on the 910."""
     if is_blank(answer):
         return not_attempted()
-    tiles = _tiles(answer)
+    tiles = whole_numbers(answer, 7)
     if tiles is None:
         return failed("the answer should be 7 whole numbers",
                       expected="(TILE_M, TILE_N, C1_STEP, TILE_K0, l1_buffers, l0_buffers, l0c_buffers)",
