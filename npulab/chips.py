@@ -75,9 +75,18 @@ class EnergySpec:
     mac_int8_pj: float
     vector_byte_pj: float
     gm_byte_pj: float
+    l2_byte_pj: float
     l1_byte_pj: float
     l0_byte_pj: float
     ub_byte_pj: float
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """Watts: ``static_watts`` the chip draws whatever runs (leakage, clocks, the uncore), and
+    ``board_watts`` the published power the model must stay under at full load."""
+    static_watts: float
+    board_watts: float
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,7 @@ class ChipSpec:
     memory: MemorySpec
     pipes: PipeSpec
     energy: EnergySpec
+    power: PowerSpec
     source: str = ""
 
     # -- derived figures -------------------------------------------------------------------
@@ -154,7 +164,7 @@ class ChipSpec:
 
 
 _SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
-             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec}
+             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec, "power": PowerSpec}
 _ARCHS = ("coupled", "split")
 
 
@@ -255,6 +265,10 @@ def load_chip(path: str | Path) -> ChipSpec:
     if spec.memory.gm_bytes <= 0 or spec.memory.l2_bytes < 0 or spec.memory.l2_bytes_per_cycle < 0:
         raise ChipFileError(f"{origin}: 'memory.gm_bytes' must be positive and 'memory.l2_bytes' / "
                             f"'memory.l2_bytes_per_cycle' 0 or more")
+    if spec.power.board_watts <= 0 or spec.power.static_watts >= spec.power.board_watts:
+        raise ChipFileError(f"{origin}: 'power.board_watts' must be positive and more than "
+                            f"'power.static_watts' (what the chip draws doing nothing), got "
+                            f"{spec.power.board_watts!r} and {spec.power.static_watts!r}")
     if spec.memory.l2_bytes > 0 and spec.memory.l2_bytes_per_cycle <= 0:
         raise ChipFileError(f"{origin}: a chip with an L2 (l2_bytes > 0) needs a positive "
                             f"'memory.l2_bytes_per_cycle'")

@@ -7,17 +7,27 @@ import sys
 
 from .chips import chips, get_chip
 from .errors import NpuError
+from .sim.cost import full_load_watts
 
 
 def _kib(n: int) -> str:
     return f"{n // 1024} KiB" if n < 1 << 20 else f"{n / (1 << 20):g} MiB"
 
 
+def _power(chip) -> str:
+    """The chip's power with every unit at its peak rate at once, by part, beside the published
+    board power it must stay under (sim.cost.full_load_watts)."""
+    parts = full_load_watts(chip)
+    total = parts.pop("total")
+    by_part = ", ".join(f"{k} {v:.3g}" for k, v in parts.items())
+    return f"{total:.3g} W ({by_part}) of {chip.power.board_watts:.3g} W published board power"
+
+
 def _info(args) -> int:
     if args.chip:
         chip = get_chip(args.chip)
         if args.json:
-            print(json.dumps(chip.to_dict(), indent=2))
+            print(json.dumps(dict(chip.to_dict(), full_load_watts=full_load_watts(chip)), indent=2))
             return 0
         rows = [("name", chip.name), ("title", chip.title), ("arch", chip.arch),
                 ("AI cores", chip.ai_cores), ("vector cores", chip.vector_cores or "in each AI core"),
@@ -25,7 +35,8 @@ def _info(args) -> int:
                 ("peak fp16", f"{chip.peak_fp16_tflops:.1f} TFLOPS"),
                 ("peak int8", f"{chip.peak_int8_tops:.1f} TOPS"),
                 ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores"),
-                ("event ids", f"0-{chip.event_ids - 1}")]
+                ("event ids", f"0-{chip.event_ids - 1}"),
+                ("power at full load", _power(chip))]
         rows += [(b.upper(), f"{_kib(getattr(chip.buffers, b))} (align {getattr(chip.align, b)} B)")
                  for b in ("l1", "l0a", "l0b", "l0c", "ub")]
         width = max(len(k) for k, _ in rows)
@@ -33,12 +44,14 @@ def _info(args) -> int:
         return 0
     all_chips = chips()
     if args.json:
-        print(json.dumps([c.to_dict() for c in all_chips], indent=2))
+        print(json.dumps([dict(c.to_dict(), full_load_watts=full_load_watts(c)) for c in all_chips], indent=2))
         return 0
-    head = ("chip", "cores", "GHz", "fp16 TFLOPS", "GM GB/s", "L1", "L0A", "L0C", "UB", "title")
+    head = ("chip", "cores", "GHz", "fp16 TFLOPS", "GM GB/s", "L1", "L0A", "L0C", "UB", "full load / board W",
+            "title")
     rows = [(c.name, str(c.ai_cores), f"{c.clock_ghz:.3g}", f"{c.peak_fp16_tflops:.1f}",
              f"{c.gm_bandwidth_gbs:.0f}", _kib(c.buffers.l1), _kib(c.buffers.l0a), _kib(c.buffers.l0c),
-             _kib(c.buffers.ub), c.title) for c in all_chips]
+             _kib(c.buffers.ub), f"{full_load_watts(c)['total']:.3g} / {c.power.board_watts:.3g}", c.title)
+            for c in all_chips]
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())

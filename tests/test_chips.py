@@ -41,7 +41,8 @@ def test_every_figure_has_a_source_or_says_chosen():
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "3rd", "press", "chosen", "derived", "FACTS", "n/f")
+                tags = ("S1", "S2", "S4", "S7", "E1", "E2", "C1", "C2", "3rd", "press", "chosen", "derived",
+                        "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
                     code.split("=")[0].strip() == "vector_cores", f"{path.name}:{n} has no source: {line}"
@@ -150,8 +151,8 @@ def test_cli_output_into_a_closed_pipe_ends_quietly():
 
 
 def test_every_source_tag_a_chip_file_cites_is_listed_in_the_facts_file():
-    # the chip files cite S1..S10; data/FACTS.md, in the repository, says what each one is
+    # the chip files cite S1..S10, E1, E2, C1, C2; data/FACTS.md, in the repository, says what each is
     facts = (CHIP_DIR.parent / "FACTS.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^- (S\d+) ", facts, flags=re.M))
-    cited = {t for p in CHIP_DIR.glob("*.toml") for t in re.findall(r"\b(S\d+)\b", p.read_text())}
+    listed = set(re.findall(r"^- ([SEC]\d+) ", facts, flags=re.M))
+    cited = {t for p in CHIP_DIR.glob("*.toml") for t in re.findall(r"\b([SEC]\d+)\b", p.read_text())}
     assert cited and cited <= listed, cited - listed

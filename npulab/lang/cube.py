@@ -33,7 +33,7 @@ import numpy as np
 from .. import formats as F
 from ..arch import ACC_DTYPE, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
 from ..errors import AlignmentError, ShapeError
-from ..sim.cost import copy_energy_pj, mac_energy_pj, mmad_cost
+from ..sim.cost import copy_energy_pj, mmad_cost, mmad_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .l0c import flush_l0c, mmad_numerics
@@ -265,7 +265,7 @@ def _mmad_plan(dev, dst, a, b, m, n, k, init) -> tuple:
     dur, lat = mmad_cost(chip, m, n, k, dt)
     issue_args = (_M, _WORK, _OP_MMAD, dur)
     issue_kw = dict(name=f"mmad {m}x{n}x{k}{'' if init else ' +='}", nbytes=c_n * 4, flops=2 * macs,
-                    energy=mac_energy_pj(chip, dt) * macs, reads=reads, writes=[c_range], lat=lat)
+                    energy=mmad_energy_pj(chip, m, n, k, dt, init), reads=reads, writes=[c_range], lat=lat)
     return m1, n1, k1, k0, acc, issue_args, issue_kw
 
 

@@ -12,7 +12,9 @@ plots and labs compare with:
   input dtype; fp32 at half the fp16 MAC rate (chosen);
 * **the vector unit** (:meth:`CostModel.vector`): repeats of 256 bytes, the instruction's
   start-up as latency;
-* **energy**: per byte at each level a copy touches, per MAC, per vector byte;
+* **energy and power**: per byte at each level a copy touches, per MAC and per operand byte an
+  mmad streams, per vector byte; the chip's power with every unit busy (:func:`full_load_watts`)
+  and what a launch drew (:func:`trace_watts`);
 * **the roofline** (:func:`attainable`, :func:`ridge`, :func:`peak_tflops`) and the cube's lower
   bound (:func:`lower_bound_cycles`), which utilizations are measured against.
 """
@@ -135,6 +137,66 @@ def vector_energy_pj(chip: ChipSpec, nbytes: int, operands: int) -> float:
     return chip.energy.vector_byte_pj * nbytes * operands
 
 
+def mmad_energy_pj(chip: ChipSpec, m: int, n: int, k: int, dtype, init: bool = True) -> float:
+    """One mmad: its MACs, plus the operands it streams through the cube. Each fractal step reads
+    one A fractal from L0A and one B fractal from L0B (512 bytes each); each output fractal of
+    16 x 16 accumulators (1 KB) is written to L0C once, and read first when the mmad accumulates
+    (``init`` False)."""
+    dt = np.dtype(dtype)
+    k0 = c0_of(dt)
+    m1, n1, k1 = ceil_div(m, FRACTAL_ROWS), ceil_div(n, FRACTAL_ROWS), ceil_div(k, k0)
+    e = chip.energy
+    operand = m1 * n1 * k1 * 2 * FRACTAL_ROWS * k0 * dt.itemsize
+    out = m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS * 4 * (1 if init else 2)
+    return mac_energy_pj(chip, dt) * m * n * k + e.l0_byte_pj * (operand + out)
+
+
+# -- power --------------------------------------------------------------------------------------
+def full_load_watts(chip: "ChipSpec | str") -> dict:
+    """The chip's power with every unit at its peak rate at once, the most any kernel can draw
+    under this energy model: {part: watts} and "total".
+
+    The cube runs fractal steps back to back in the dtype that costs most, each step with a new
+    output fractal (the most L0 traffic); MTE1 streams L1 -> L0 and the vector unit reads two
+    operands and writes one at their byte rates; MTE2, MTE3 and FixPipe fill and drain L1, UB and
+    L0C at their pipe rates, while GM moves bytes at most at its bandwidth (every HBM byte at
+    ``gm_byte_pj``) and L2 serves reads at most at its own (``l2_byte_pj`` each); static power on
+    top. No kernel keeps everything busy at once, so a real one draws less: :func:`trace_watts`
+    is what a Trace drew."""
+    chip = get_chip(chip)
+    e, p, mem = chip.energy, chip.pipes, chip.memory
+    hz = chip.clock_ghz * 1e9 * 1e-12                # picojoules a cycle -> watts
+    aic = chip.ai_cores
+    aiv = chip.vector_cores if chip.arch == "split" else chip.ai_cores
+    # one fractal step a cycle (16 x 16 x K0 MACs at the dtype's rate) with its operand traffic
+    step = max(mmad_energy_pj(chip, FRACTAL_ROWS, FRACTAL_ROWS, c0_of(dt), dt, init=False)
+               / max(1.0, FRACTAL_ROWS * FRACTAL_ROWS * c0_of(dt) / macs_per_cycle(chip, dt))
+               for dt in (np.float16, np.int8, np.float32))
+    mte2_into = aic * p.mte2_bytes_per_cycle * e.l1_byte_pj
+    if chip.arch == "split":                         # the AIV cores read GM into their UB
+        mte2_into += aiv * p.mte2_bytes_per_cycle * e.ub_byte_pj
+    parts = {
+        "static": chip.power.static_watts,
+        "cube": aic * step * hz,
+        "mte1": aic * p.mte1_bytes_per_cycle * (e.l1_byte_pj + e.l0_byte_pj) * hz,
+        "vector": aiv * chip.vector.bytes_per_cycle * 3 * e.vector_byte_pj * hz,
+        "on-chip ends of GM copies": (mte2_into + aiv * p.mte3_bytes_per_cycle * e.ub_byte_pj
+                                      + aic * p.fix_bytes_per_cycle * e.l0_byte_pj) * hz,
+        "HBM": mem.gm_bytes_per_cycle * e.gm_byte_pj * hz,
+        "L2": mem.l2_bytes_per_cycle * e.l2_byte_pj * hz,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def trace_watts(trace) -> float:
+    """What a launch drew on average: the energy of its instructions over its time, plus the
+    chip's static power (W)."""
+    seconds = trace.cycles / (trace.chip.clock_ghz * 1e9)
+    dynamic = float(np.sum(trace.energy)) * 1e-12 / seconds if seconds > 0 else 0.0
+    return trace.chip.power.static_watts + dynamic
+
+
 # -- the roofline -------------------------------------------------------------------------------
 UNITS = ("cube", "vector")
 
@@ -161,4 +223,5 @@ def ridge(chip: "ChipSpec | str", unit: str) -> float:
 
 __all__ = ["FP32_RATE", "PIPELINED_FRACTALS", "COPY_PIPES", "copy_rates", "CostModel", "macs_per_cycle",
            "mmad_cost", "mmad_cycles", "lower_bound_cycles", "level_energy_pj", "copy_energy_pj",
-           "mac_energy_pj", "vector_energy_pj", "UNITS", "peak_tflops", "attainable", "ridge"]
+           "mac_energy_pj", "vector_energy_pj", "mmad_energy_pj", "full_load_watts", "trace_watts", "UNITS",
+           "peak_tflops", "attainable", "ridge"]

@@ -29,6 +29,8 @@ settled when the launch finishes, because what one copy costs depends on all the
 
   cycles (``dur``), so a matmul whose block swizzle makes tiles hit in L2 is bound by L2, not
   HBM. On a chip with no L2 (``l2_bytes = 0``) every read misses.
+* **L2 hits cost L2's energy.** A copy is charged GM's energy per byte when it is issued; once
+  the replay knows which bytes L2 served, those are charged ``l2_byte_pj`` instead.
 * **Start-up is latency, not occupancy.** Every copy is then in flight for its pipe's start-up
   cycles (``lat``, set here too): the pipe moves the next copy's bytes meanwhile, so
   back-to-back copies pay the latency once, not once each (:mod:`npulab.sim.timeline`).
@@ -170,6 +172,13 @@ class GmTraffic:
             mine = share * part if shared else share
             durs[ci][idx] = int(math.ceil(max(floor, nbytes / mine)))
             lats[ci][idx] = int(startup)
+        # energy: a copy was charged GM's energy for every byte at issue; the bytes L2 served
+        # cost L2's instead (writes all reach HBM)
+        saved = chip.energy.gm_byte_pj - chip.energy.l2_byte_pj
+        if saved:
+            energies = {c.index: c.energy for c in dev.cores}
+            for read, h in zip(self.reads, hbm):
+                energies[read[1]][read[2]] -= saved * (read[4] - h)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))
         return dict(self.stats)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .isa import CUBE_OPS, NUM_PIPES, RATIO_NAMES, TRACK_NAMES, VECTOR_OPS, Kind, Op, Pipe
+from .cost import trace_watts
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ class Trace:
         return dict(sorted(out.items()))
 
     def summary(self) -> dict:
-        """One JSON-ready dict: cycles, time, per-pipe ratios, bytes per level, FLOPs, energy."""
+        """One JSON-ready dict: cycles, time, per-pipe ratios, bytes per level, FLOPs, energy and
+        the average power (the chip's static power included: sim.cost.trace_watts)."""
         routes = self.bytes_by_route()
         ops = self.op
         cube = np.isin(ops, [int(o) for o in CUBE_OPS])
@@ -187,6 +189,7 @@ class Trace:
             "cube_flops": int(self.flops[cube].sum()),
             "vector_flops": int(self.flops[vec].sum()),
             "energy_uj": float(self.energy.sum()) * 1e-6,
+            "power_w": trace_watts(self),
         }
         return out
 
@@ -200,7 +203,8 @@ class Trace:
             rows.insert(4, ("core type", kind[s["core_type"]]))
         rows += [(name, f"{s[name]:.1%}") for name in RATIO_NAMES.values()]
         rows += [(f"bytes {r}", f"{b:,}") for r, b in s["bytes"].items()]
-        rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ")]
+        rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ"),
+                 ("power", f"{s['power_w']:.3g} W (static {self.chip.power.static_watts:g} W included)")]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
