@@ -71,5 +71,10 @@ class InstructionBudgetError(NpuError, RuntimeError):
     """A kernel issued more instructions than the launch allows (a runaway loop)."""
 
 
+class GraphError(NpuError, ValueError):
+    """A graph breaks a rule of the IR: a value read before it is written, a name used twice, an
+    op type no schema knows, inputs an op cannot take. The message names the node."""
+
+
 class UnsupportedOpError(NpuError, NotImplementedError):
     """No kernel is registered for an op type (message begins ``Op type not supported:``)."""

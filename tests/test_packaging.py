@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import npulab
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,5 +70,9 @@ def test_every_subpackage_is_reachable_from_the_package_name():
             "assert not missing, missing; "
             "import sys; assert 'npulab.ops' in sys.modules")
     run(sys.executable, "-c", code)
+    # every public subpackage and module on disk is among them (npulab.chips is the function)
+    on_disk = {p.stem if p.suffix == ".py" else p.name for p in (ROOT / "npulab").iterdir()
+               if not p.name.startswith("_") and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert on_disk - {"chips"} == set(npulab.SUBMODULES), on_disk ^ set(npulab.SUBMODULES)
     out = subprocess.run([sys.executable, "-c", "import npulab; npulab.nothing_here"], capture_output=True, text=True)
     assert out.returncode != 0 and "has no attribute 'nothing_here'" in out.stderr

@@ -35,7 +35,7 @@ from .registry import TensorSpec, batch_of_one, dispatch, register
 
 # -- attribute parsing -------------------------------------------------------------------------
 
-def _pads(padding, n: int, ksize: tuple, dilation: tuple, stride: tuple, what: str) -> tuple:
+def conv_pads(padding, n: int, ksize: tuple, dilation: tuple, stride: tuple, what: str) -> tuple:
     """((before, after), ...) per spatial axis from torch's padding argument."""
     if isinstance(padding, str):
         if padding == "valid":
@@ -257,7 +257,7 @@ def _conv_args(w, stride, padding, dilation, groups, nd, what):
     stride = int_tuple(stride, nd, "stride", what, 1)
     dilation = int_tuple(dilation, nd, "dilation", what, 1)
     groups = positive_int(groups, "groups", what)
-    pads = _pads(padding, nd, w.shape[2:], dilation, stride, what)
+    pads = conv_pads(padding, nd, w.shape[2:], dilation, stride, what)
     return stride, pads, dilation, groups
 
 

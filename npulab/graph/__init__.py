@@ -1,0 +1,18 @@
+"""The graph layer: whole models as graphs of operators (GE's graph engine).
+
+* :mod:`~.types`: :class:`TensorType` and :class:`Node`; :mod:`~.ir`: :class:`Graph` (build,
+  infer, validate, dump);
+* :mod:`~.schema`: the op schemas (kernel ops through the registry's shape inference, structural
+  ops here);
+* :mod:`~.serial`: a graph as JSON plus ``.npz``.
+
+Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the fusion passes and
+their switch file, the static memory plan and the compile step to an offline model (the ATC
+analog); the runtime that loads and runs it is :mod:`npulab.runtime`.
+"""
+from .ir import Graph
+from .types import DTYPES, FORMATS, Node, TensorType
+from .schema import infer_node, known_op_types
+from .serial import load, save
+
+__all__ = ["DTYPES", "FORMATS", "Graph", "Node", "TensorType", "infer_node", "known_op_types", "load", "save"]

@@ -1,0 +1,183 @@
+"""Op schemas of the graph: the type of a node's outputs from the types of its inputs (GE's
+InferShape), for every op type a graph may hold.
+
+Two kinds of op types:
+
+* **kernel ops**, registered in :mod:`npulab.ops.registry` with a kernel (Conv2D, MatMul,
+  BatchMatMul, LayerNorm, Relu, ...): their shape inference is the registry's own (ops-nn's
+  op_host InferShape), called with the node's attributes, so the graph and the kernels can never
+  disagree on a shape;
+* **structural ops**, which move or relabel data and have no cube or vector kernel of their own
+  (Identity, Reshape, Flatten, Transpose, Cast, Concat): their schemas are here. They become data
+  moves or disappear when the graph is compiled;
+* **graph forms** of kernel ops whose kernel takes another form: the graph's Conv2D is torch's
+  (4-D, torch's padding), the registry's kernel a 3-D problem of depth 1.
+
+:func:`infer_node` raises :class:`~npulab.errors.GraphError` naming the node for an op type no
+schema knows (listing the known ones), for attributes it does not take and for inputs it cannot
+take.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..arch import DEFAULT_CHIP
+from ..chips import get_chip
+from ..errors import GraphError, NpuError, UnsupportedOpError
+from ..ops import registry
+from ..ops.args import int_tuple, positive_int
+from ..ops.conv import conv_pads
+from .types import Node, TensorType
+
+#: op type -> inference (node, input types) -> output types, for the structural ops
+STRUCTURAL: dict[str, Callable] = {}
+
+
+def structural(op_type: str):
+    def deco(fn):
+        STRUCTURAL[op_type] = fn
+        return fn
+    return deco
+
+
+def _one(node: Node, ins, n: int = 1):
+    if len(ins) != n or any(t is None for t in ins):
+        raise GraphError(f"{node.where()}: takes {n} input{'s' * (n > 1)}, got {len(ins)}")
+    return ins[0]
+
+
+def _axis(node: Node, axis, rank: int, what: str = "axis") -> int:
+    if not isinstance(axis, int) or not -rank <= axis < max(rank, 1):
+        raise GraphError(f"{node.where()}: {what}={axis!r} is out of range for a rank-{rank} input")
+    return axis % max(rank, 1)
+
+
+@structural("Identity")
+def _identity(node, ins, **attrs):
+    return [_one(node, ins)]
+
+
+@structural("Reshape")
+def _reshape(node, ins, shape):
+    """``shape``: the new shape, one dimension may be -1 (inferred), 0 copies the input's (ONNX)."""
+    x = _one(node, ins)
+    dims = [x.shape[i] if d == 0 and i < len(x.shape) else d for i, d in enumerate(shape)]
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise GraphError(f"{node.where()}: shape {list(shape)} may hold one -1 and no other negative")
+    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    if -1 in dims:
+        if known == 0 or x.size % known:
+            raise GraphError(f"{node.where()}: cannot reshape {x.size} elements {x.shape} into {list(shape)}")
+        dims[dims.index(-1)] = x.size // known
+    elif known != x.size:
+        raise GraphError(f"{node.where()}: cannot reshape {x.size} elements {x.shape} into {list(shape)}")
+    return [TensorType(tuple(dims), x.dtype)]
+
+
+@structural("Flatten")
+def _flatten(node, ins, axis=1):
+    x = _one(node, ins)
+    a = _axis(node, axis, len(x.shape))
+    lead = int(np.prod(x.shape[:a], dtype=np.int64))
+    return [TensorType((lead, x.size // lead if lead else 0), x.dtype)]
+
+
+@structural("Transpose")
+def _transpose(node, ins, perm):
+    x = _one(node, ins)
+    if sorted(perm) != list(range(len(x.shape))):
+        raise GraphError(f"{node.where()}: perm {list(perm)} is not a permutation of the {len(x.shape)} axes")
+    return [TensorType(tuple(x.shape[p] for p in perm), x.dtype)]
+
+
+@structural("Cast")
+def _cast(node, ins, dtype):
+    x = _one(node, ins)
+    return [TensorType(x.shape, dtype, x.format)]
+
+
+@structural("Concat")
+def _concat(node, ins, axis=0):
+    if not ins or any(t is None for t in ins):
+        raise GraphError(f"{node.where()}: takes one or more inputs")
+    first = ins[0]
+    a = _axis(node, axis, len(first.shape))
+    for t in ins[1:]:
+        if t.dtype != first.dtype or len(t.shape) != len(first.shape) or \
+                any(d != e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != a):
+            raise GraphError(f"{node.where()}: inputs {first} and {t} do not concatenate along axis {axis}")
+    shape = list(first.shape)
+    shape[a] = sum(t.shape[a] for t in ins)
+    return [TensorType(tuple(shape), first.dtype)]
+
+
+@structural("Conv2D")
+def _conv2d(node, ins, stride=1, padding=0, dilation=1, groups=1, relu=False):
+    """The graph's Conv2D is torch's conv2d: x (N, Cin, H, W), weight (Cout, Cin / groups, kh,
+    kw), an optional bias (Cout,); stride, padding (an int, a pair, 'same' or 'valid'), dilation
+    and groups as torch takes them. The kernel (the registry's Conv2D) runs it as a 3-D problem
+    of depth 1; its inference checks the shapes."""
+    if len(ins) < 2 or ins[0] is None or ins[1] is None or len(ins[0].shape) != 4 or len(ins[1].shape) != 4:
+        raise GraphError(f"{node.where()}: takes x (N, C, H, W), weight (Cout, Cin/groups, kh, kw) and an "
+                         f"optional bias, got {[str(t) for t in ins]}")
+    x, w = ins[0], ins[1]
+    what = f"{node.where()}"
+    stride = int_tuple(stride, 2, "stride", what, 1)
+    dilation = int_tuple(dilation, 2, "dilation", what, 1)
+    pads = conv_pads(padding, 2, w.shape[2:], dilation, stride, what)
+    vectors = ("bias",) if len(ins) > 2 and ins[2] is not None else ()
+    specs = [registry.TensorSpec(x.shape[:2] + (1,) + x.shape[2:], np.dtype(x.dtype)),
+             registry.TensorSpec(w.shape[:2] + (1,) + w.shape[2:], np.dtype(w.dtype))]
+    try:
+        out = registry.lookup("Conv2D").infer(specs, get_chip(DEFAULT_CHIP), stride=(1,) + stride,
+                                              pads=((0, 0),) + pads, dilation=(1,) + dilation,
+                                              groups=positive_int(groups, "groups", what), vectors=vectors,
+                                              relu=bool(relu), what="conv2d", nd=2)
+    except NpuError as exc:
+        raise GraphError(f"{node.where()}: {exc}") from None
+    return [TensorType(out.shape[:2] + out.shape[3:], str(np.dtype(out.dtype)), x.format)]
+
+
+def known_op_types() -> list[str]:
+    """Every op type a graph may hold: the registry's kernel ops and the structural ones."""
+    return sorted(set(registry.op_types()) | set(STRUCTURAL))
+
+
+def infer_node(node: Node, ins: list, chip=None) -> list[TensorType]:
+    """The types of ``node``'s outputs from its inputs' types (None for an optional input left
+    out) and its attributes; ``chip`` for kernel ops whose inference depends on it (default the
+    package's default chip)."""
+    fn = STRUCTURAL.get(node.op_type)
+    if fn is not None:
+        try:
+            return fn(node, ins, **node.attrs)
+        except TypeError as exc:                 # an attribute the schema does not take
+            raise GraphError(f"{node.where()}: {exc}".replace(f"{fn.__name__}()", "attributes:")) from None
+    try:
+        op = registry.lookup(node.op_type)
+    except UnsupportedOpError:
+        raise GraphError(f"{node.where()}: Op type not supported: {node.op_type}. A graph may hold "
+                         f"{', '.join(known_op_types())}") from None
+    if op.infer is None:
+        raise GraphError(f"{node.where()}: op type {node.op_type} has no shape inference")
+    while ins and ins[-1] is None:           # optional inputs left out at the end
+        ins = ins[:-1]
+    if any(t is None for t in ins):
+        raise GraphError(f"{node.where()}: an optional input left out before a given one; the "
+                         f"kernel takes its inputs in order ({', '.join(op.inputs or ())})")
+    specs = [registry.TensorSpec(t.shape, np.dtype(t.dtype)) for t in ins]
+    attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in node.attrs.items()}
+    try:
+        op.check_call(len(specs), attrs)
+        out = op.infer(specs, get_chip(chip or DEFAULT_CHIP), **attrs)
+    except NpuError as exc:
+        raise GraphError(f"{node.where()}: {exc}") from None
+    outs = out if isinstance(out, list) else [out]
+    # an output shaped as the first input keeps its layout (an element-wise op, a norm)
+    return [TensorType(tuple(o.shape), str(np.dtype(o.dtype)), ins[0].format if tuple(o.shape) == ins[0].shape
+                       else "ND") for o in outs]
+
+
+__all__ = ["STRUCTURAL", "structural", "known_op_types", "infer_node"]
