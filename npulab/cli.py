@@ -19,13 +19,19 @@ def _info(args) -> int:
         if args.json:
             print(json.dumps(chip.to_dict(), indent=2))
             return 0
-        rows = [("name", chip.name), ("title", chip.title), ("arch", chip.arch),
+        rows = [("name", chip.name), ("title", chip.title), ("SKU", chip.sku), ("arch", chip.arch),
                 ("AI cores", chip.ai_cores), ("vector cores", chip.vector_cores or "in each AI core"),
                 ("clock", f"{chip.clock_ghz:g} GHz"),
                 ("peak fp16", f"{chip.peak_fp16_tflops:.1f} TFLOPS"),
                 ("peak int8", f"{chip.peak_int8_tops:.1f} TOPS"),
+                ("peak vector", f"{chip.peak_vector_tflops_fp16:.1f} TFLOPS fp16 ({chip.vector_units} vector units, "
+                                f"a multiply-add as 2 FLOPs)"),
                 ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores"),
                 ("event ids", f"0-{chip.event_ids - 1}")]
+        if chip.cross_core is not None:
+            x = chip.cross_core
+            rows.append(("cross-core flags", f"ids 0-{x.flag_ids - 1}, at most {x.max_pending} sets pending, "
+                                             f"{x.flag_latency_cycles} cycles to the other core"))
         rows += [(b.upper(), f"{_kib(getattr(chip.buffers, b))} (align {getattr(chip.align, b)} B)")
                  for b in ("l1", "l0a", "l0b", "l0c", "ub")]
         width = max(len(k) for k, _ in rows)
