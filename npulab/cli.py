@@ -72,6 +72,9 @@ def _bench(args) -> int:
         if args.family in ("conv", "all"):
             from .bench.conv import bench_conv
             rows += bench_conv()
+        if args.family in ("fused", "all"):
+            from .bench.fused import bench_fused
+            rows += bench_fused()
         if args.json:
             print(json.dumps(rows, indent=1))
         else:
@@ -87,7 +90,9 @@ def _bench(args) -> int:
                       + (f", {r['one_thread']['vs_numpy_ratio']:.1f}x on one thread"
                          if r.get("one_thread") else "")
                       + (f"  target {r['target']:.0%} {'met' if r['meets_target'] else 'MISSED'}"
-                         if "target" in r else ""))
+                         if "target" in r else "")
+                      + (f"  vs separate launches {r['separate_cycles']:,} cycles ({r['speedup']:.2f}x)"
+                         if "separate_cycles" in r else ""))
         return 0
     if args.what == "sim":
         from .bench.sim import bench_sim
@@ -123,7 +128,7 @@ def main(argv=None) -> int:
     p.add_argument("what", choices=["sim", "kernels", "widgets"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
-    p.add_argument("--family", choices=["matmul", "vector", "conv", "all"], default="all",
+    p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")
     p.set_defaults(func=_bench)
     args = parser.parse_args(argv)

@@ -222,6 +222,9 @@ class Device:
     split chip (``mix``; Ascend C's KERNEL_TYPE_MIX_AIC_1_2) runs each block on one AIC and the
     two AIVs of its AI core: ``active_cores`` AI cores, cores 0 .. G-1 the AICs and G + 2g + s
     AIV s of AI core g (:mod:`npulab.lang.mix`); on a coupled chip "mix" is the coupled core.
+    GM shares (:mod:`.gm`) count AI cores: in a mix launch the AIC and its two AIVs each get the
+    AI core's part (chosen: the AIVs move a small part of the bytes, mostly while the AIC
+    computes; a share that follows when the three copy at once belongs to the GM model).
 
     The device reads :mod:`npulab.twins` once, here (``twins``: "cython" or "python"), and
     everything of its launch runs on that side: the instruction streams, the timeline
@@ -279,10 +282,6 @@ class Device:
     def aivs_of(self, group: int) -> tuple[int, int]:
         """Indices of the two AIVs of AI core ``group`` (mix launch)."""
         return self.active_cores + 2 * group, self.active_cores + 2 * group + 1
-
-    def group_of(self, core_index: int) -> int:
-        """The AI core a core belongs to (in a mix launch the AIC's and its AIVs' is one)."""
-        return self.cores[core_index].group
 
     # -- the run ----------------------------------------------------------------------------
     def recycle_buffers(self, core: "Core | None" = None) -> None:

@@ -19,9 +19,7 @@ settled when the launch finishes, because what one copy costs depends on all the
   therefore reaches the GM roofline and never passes it, and a kernel that must read a large
   first tile before it can write anything is not charged as if part of its bandwidth were
   reserved for writes that have not started. (Chosen simplification: cores still split HBM
-  evenly, whatever the others are doing.) In a mix launch (a split chip's AIC and its two
-  AIVs on each block) each AI core's group gets one part, and its three cores split it in
-  proportion to the GM bytes each moves (:func:`group_parts`).
+  evenly, whatever the others are doing.)
 * **L2 serves repeats.** Reads are replayed through an LRU cache of ``l2_bytes`` in an
   interleaved order (the j-th read of every core at about the same time, cores in index
   order). A miss fetches from HBM; a later read of the same range before eviction is a hit.
@@ -137,12 +135,11 @@ class GmTraffic:
 
         share = chip.gm_share_bytes_per_cycle(dev.active_cores, dev.core_type)
         l2_share = max(share, chip.memory.l2_bytes_per_cycle / dev.active_cores)
-        gpart = group_parts(dev, self.reads, hbm, self.writes)
         p = chip.pipes
         rates = {Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
                  Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
         # every copy: (core, instruction, is a read, floor cycles, HBM bytes, start-up, shared)
-        copies = [(r[1], r[2], True, r[4] / min(p.mte2_bytes_per_cycle, l2_share * gpart[r[1]]), h,
+        copies = [(r[1], r[2], True, r[4] / min(p.mte2_bytes_per_cycle, l2_share), h,
                    p.mte2_startup_cycles, shared_read(r[1], r[2])) for r, h in zip(self.reads, hbm)]
         for ci, idx, pipe, nbytes in self.writes:
             rate, startup = rates[Pipe(pipe)]
@@ -161,7 +158,7 @@ class GmTraffic:
         self._middle = {c.index: False for c in dev.cores}   # any copy started at the split part
         self._by_core = {c.index: ([], []) for c in dev.cores}   # (read, write) instructions
         self._overlap: dict = {}
-        self._share = {c.index: share * gpart[c.index] for c in dev.cores}
+        self._share = share
         for ci, idx, is_read, floor, nbytes, startup, shared in copies:
             self._by_core[ci][0 if is_read else 1].append(idx)
             total = moved[True][ci] + moved[False][ci]
@@ -170,7 +167,7 @@ class GmTraffic:
             # first write can still run while a write does (a read-ahead waits for a buffer)
             self._shared[ci].append((idx, is_read, floor, nbytes, part))
             self._middle[ci] |= shared
-            mine = self._share[ci] * (part if shared else 1.0)
+            mine = share * part if shared else share
             durs[ci][idx] = int(math.ceil(max(floor, nbytes / mine)))
             lats[ci][idx] = int(startup)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
@@ -211,7 +208,7 @@ class GmTraffic:
         if seen is not None:
             f = np.maximum(f, seen)
         self._overlap[core.index] = f
-        cycles = np.ceil(np.maximum(floor, nbytes / (self._share[core.index] * (1.0 - f + f * frac)))).astype(np.int64)
+        cycles = np.ceil(np.maximum(floor, nbytes / (self._share * (1.0 - f + f * frac)))).astype(np.int64)
         old = dur[idx].astype(np.int64)
         # settled once no copy would move by more than SETTLED of its duration (the passes creep
         # up by halving steps): the schedule just made stands, with the durations it used
@@ -221,23 +218,6 @@ class GmTraffic:
         for i, c in zip(idx.tolist(), cycles.tolist()):
             d[i] = c
         return True
-
-
-def group_parts(dev, reads, hbm, writes) -> dict:
-    """{core index: the fraction of its group's GM part it gets}: 1 for every core, except in a
-    mix launch, where an AI core's AIC and two AIVs (``dev.group_of``) split one part in
-    proportion to the GM bytes each moves (HBM bytes for reads)."""
-    moved = {c.index: 0.0 for c in dev.cores}
-    for r, h in zip(reads, hbm):
-        moved[r[1]] += h
-    for ci, _, _, nbytes in writes:
-        moved[ci] += nbytes
-    total: dict = {}
-    for ci, b in moved.items():
-        g = dev.group_of(ci)
-        total[g] = total.get(g, 0.0) + b
-    return {ci: (b / total[dev.group_of(ci)] if total[dev.group_of(ci)] > 0 else 1.0) if dev.mix else 1.0
-            for ci, b in moved.items()}
 
 
 def _union(lo, hi):
