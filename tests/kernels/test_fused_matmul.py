@@ -124,4 +124,4 @@ def test_the_bench_row_compares_with_the_separate_launches():
     assert row["shape"] == [512, 1024, 512] and row["chip"] == "910b"
     assert row["separate_cycles"] == row["matmul_cycles"] + row["activation_cycles"]
     assert row["speedup"] == pytest.approx(row["separate_cycles"] / row["cycles"]) and row["speedup"] > 1
-    assert 0 < row["utilization"] < 1 and row["hbm_read_bytes"] < row["separate_hbm_read_bytes"]
+    assert 0 < row["utilization"] < 1 and row["hbm_read_bytes"] <= row["separate_hbm_read_bytes"]
