@@ -33,7 +33,9 @@ def find_race(pipe, kind, match, order, accesses):
 
 def _merged(streams, joins):
     """Every core's scheduler ``order``, merged so that a cross wait comes after the sets its
-    rise came from: (core, instruction) pairs."""
+    rise came from: (core, instruction) pairs (one core's order as it is)."""
+    if len(streams) == 1:
+        return [(0, int(i)) for i in streams[0][3]]
     heads = [0] * len(streams)
     done = set()
     out = []
@@ -61,6 +63,14 @@ def find_race_cores(streams, joins):
     the earlier access first, or None."""
     ncores = len(streams)
     width = NUM_PIPES * ncores
+    # an instruction's id over all the cores: its core's offset + its index
+    off = [0] * ncores
+    for c in range(1, ncores):
+        off[c] = off[c - 1] + len(streams[c - 1][0])
+    where_of = [0] * (off[-1] + len(streams[-1][0]))
+    for c in range(ncores):
+        where_of[off[c]:off[c] + len(streams[c][0])] = [c] * len(streams[c][0])
+    xjoin = {off[c] + i: [off[s] + j for s, j in src] for (c, i), src in joins.items()}
     last_s = []
     for pipe, kind, _, _, _ in streams:
         # scalar clock a non-scalar instruction inherits at issue: the last S/barrier before it
@@ -71,31 +81,32 @@ def find_race_cores(streams, joins):
             if pipe[i] == S or kind[i] == BARRIER_ALL:
                 prev = i
         last_s.append(ls)
-    clock_of = {}                                   # clocks of S, SET, CROSS_SET, barriers
+    clock_of = {}                                   # clocks of S, SET, CROSS_SET, barriers (by id)
     pipe_clock = [[0] * width for _ in range(width)]
-    shadow: dict[tuple, list] = {}                  # (buffer, page) -> [(j, pipe, epoch, lo, hi, w)]
+    shadow: dict[tuple, list] = {}                  # (buffer, page) -> [(id, pipe, epoch, lo, hi, w)]
     for c, i in _merged(streams, joins):
         pipe, kind, match, _, accesses = streams[c]
         k = kind[i]
-        base = c * NUM_PIPES
+        base, o = c * NUM_PIPES, off[c]
         p = base + (S if k == BARRIER_ALL else pipe[i])
         vc = pipe_clock[p]
         if k == BARRIER_ALL:
             for q in range(base, base + NUM_PIPES):
                 vc = _join(vc, pipe_clock[q])
         if p != base + S and last_s[c][i] >= 0:
-            vc = _join(vc, clock_of[(c, last_s[c][i])])
+            vc = _join(vc, clock_of[o + last_s[c][i]])
         if k == WAIT and match[i] >= 0:
-            vc = _join(vc, clock_of[(c, int(match[i]))])
-        for src in joins.get((c, i), ()):
-            vc = _join(vc, clock_of[src])
+            vc = _join(vc, clock_of[o + int(match[i])])
+        if xjoin:
+            for src in xjoin.get(o + i, ()):
+                vc = _join(vc, clock_of[src])
         vc = list(vc)
         vc[p] += 1
         pipe_clock[p] = vc
         if p == base + S or k == SET or k == CROSS_SET or k == BARRIER_ALL:
-            clock_of[(c, i)] = vc
+            clock_of[o + i] = vc
         for buf, lo, hi, write in accesses.get(i, ()):
-            where = buf if buf.startswith("GM:") else (c, buf)
+            where = buf if ncores == 1 or buf.startswith("GM:") else (c, buf)
             seen = set()
             for page in range(lo // PAGE, (hi - 1) // PAGE + 1):
                 entries = shadow.setdefault((where, page), [])
@@ -105,12 +116,13 @@ def find_race_cores(streams, joins):
                     if elo < hi and lo < ehi:
                         ordered = ej <= vc[pj]
                         if (write or ew) and pj != p and not ordered and j not in seen:
-                            return j, (c, i), buf, max(lo, elo), min(hi, ehi)
+                            cj = where_of[j]
+                            return (cj, j - off[cj]), (c, i), buf, max(lo, elo), min(hi, ehi)
                         seen.add(j)
                         if ordered and lo <= elo and ehi <= hi and (write or (not ew and pj == p)):
                             continue                # superseded by this access
                     keep.append(e)
-                keep.append(((c, i), p, vc[p], lo, hi, write))
+                keep.append((o + i, p, vc[p], lo, hi, write))
                 shadow[(where, page)] = keep
     return None
 
