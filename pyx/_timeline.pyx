@@ -57,6 +57,17 @@ def match_flags(kind, key):
     return match
 
 
+cdef inline bint _stopped(const signed char *kind, const long long *match, const signed char *done,
+                          const long long *ext, Py_ssize_t i) noexcept nogil:
+    """Instruction i, at the head of its pipe or at the scalar unit, cannot start yet: a wait
+    whose set has not fired, or a cross wait whose time is not known."""
+    cdef long long m
+    if kind[i] == WAIT:
+        m = match[i]
+        return not (m >= 0 and done[m])
+    return kind[i] == CROSS_WAIT and ext[i] < 0
+
+
 cdef class Timeline:
     """One core's schedule, computed as far as its cross-core waits allow (see the twin,
     ``npulab.sim.timeline.Timeline``)."""
@@ -158,6 +169,12 @@ cdef class Timeline:
         cdef long long *head = self.head
         cdef long long *pipe_free = self.pipe_free
         cdef long long *last_end = self.last_end
+        if n == 0:
+            return True
+        cdef const signed char *kp = &kv[0]
+        cdef const long long *mp = &mv[0]
+        cdef const signed char *dp = &done[0]
+        cdef const long long *xp = &ext[0]
         try:
             while True:
                 progress = False
@@ -177,11 +194,7 @@ cdef class Timeline:
                         st[i] = s; en[i] = s; done[i] = 1; order[norder] = i; norder += 1
                         sclock = s
                     elif pv[i] == PIPE_S:
-                        if kv[i] == WAIT:
-                            m = mv[i]
-                            if not (m >= 0 and done[m]):
-                                break
-                        elif kv[i] == CROSS_WAIT and ext[i] < 0:
+                        if _stopped(kp, mp, dp, xp, i):
                             break
                         s = sclock
                         if kv[i] == WORK:
@@ -206,11 +219,7 @@ cdef class Timeline:
                 for p in range(1, NUM_PIPES):
                     while head[p] < queued[p]:
                         i = by_pipe[qoff[p] + head[p]]
-                        if kv[i] == WAIT:
-                            m = mv[i]
-                            if not (m >= 0 and done[m]):
-                                break
-                        elif kv[i] == CROSS_WAIT and ext[i] < 0:
+                        if _stopped(kp, mp, dp, xp, i):
                             break
                         s = issued[i] if issued[i] > pipe_free[p] else pipe_free[p]
                         if kv[i] == WORK:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 
 from ..errors import DeadlockError, SyncError
-from ..sim.cross_core import MODES, set_key
+from ..sim.cross_core import MODES, nth as _nth, set_key
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 
@@ -103,9 +103,6 @@ def cross_core_set_flag(mode: int, pipe: Pipe, flag_id: int) -> None:
     i = core.issue(pipe, Kind.CROSS_SET, Op.CROSS_SET_FLAG, key=set_key(mode, flag_id),
                    name=f"cross_core_set_flag mode {mode} {pipe.name} #{flag_id}")
     dev.flags.add_set(core, mode, flag_id, pipe, i, what)
-    run = getattr(dev, "mix_run", None)
-    if run is not None:
-        run.changed()
 
 
 def cross_core_wait_flag(flag_id: int, pipe: Pipe = Pipe.S) -> None:
@@ -116,7 +113,7 @@ def cross_core_wait_flag(flag_id: int, pipe: Pipe = Pipe.S) -> None:
     dev, core, pipe = _check(what, pipe, flag_id)
     run = getattr(dev, "mix_run", None)
     if run is not None:
-        run.wait_for(core, flag_id)
+        run.wait_for(core, flag_id, pipe)
     i = core.issue(pipe, Kind.CROSS_WAIT, Op.CROSS_WAIT_FLAG, key=flag_id,
                    name=f"cross_core_wait_flag {pipe.name} #{flag_id}")
     dev.flags.add_wait(core, flag_id, pipe, i, what)
@@ -138,7 +135,7 @@ class MixRun:
         self.dev, self.block_dim, self.run_block = dev, block_dim, run_block
         self.cond = threading.Condition()
         self.turn = 0
-        self.waiting: dict = {}              # core index -> flag id it waits on
+        self.waiting: dict = {}              # core index -> (flag id, pipe) it waits on
         self.done = [False] * len(dev.cores)
         self.error: BaseException | None = None
 
@@ -169,8 +166,10 @@ class MixRun:
     def _can_go(self, c: int) -> bool:
         if self.done[c]:
             return False
-        f = self.waiting.get(c)
-        return f is None or self.dev.flags.issued_rises(c, f) > self.dev.flags.issued_waits(c, f)
+        if c not in self.waiting:
+            return True
+        f = self.waiting[c][0]
+        return self.dev.flags.issued_rises(c, f) > self.dev.flags.issued_waits(c, f)
 
     def _pass(self, me: int) -> None:
         """Hand the baton to the next core after ``me`` that can go on (caller holds cond)."""
@@ -185,14 +184,11 @@ class MixRun:
             self.error = self._deadlock()
         self.cond.notify_all()
 
-    def changed(self) -> None:
-        """A set was issued: nothing to do until the issuing body stops (one body at a time)."""
-
-    def wait_for(self, core, flag_id: int) -> None:
+    def wait_for(self, core, flag_id: int, pipe: Pipe) -> None:
         """Called by a body at a cross-core wait: go on once the rise it takes has been issued."""
         c = core.index
         with self.cond:
-            self.waiting[c] = flag_id
+            self.waiting[c] = (flag_id, pipe)
             while not self._can_go(c):
                 self._pass(c)
                 while self.turn != c and self.error is None:
@@ -207,7 +203,7 @@ class MixRun:
     def _deadlock(self) -> DeadlockError:
         flags, cores = self.dev.flags, self.dev.cores
         lines = []
-        for c, f in sorted(self.waiting.items()):
+        for c, (f, pipe) in sorted(self.waiting.items()):
             k = flags.issued_waits(c, f)
             ch = flags.channels.get((c, f))
             if ch is None:
@@ -215,8 +211,8 @@ class MixRun:
             else:
                 got = "; its senders set it " + ", ".join(
                     f"{cores[s].label} {len(flags.sets.get((s, ch[0], f), ()))}" for s in ch[1]) + " times"
-            lines.append(f"{cores[c].label} (block {cores[c].block_idx}) waits on cross-core flag {f} for the "
-                         f"{k + 1}th time, {got}")
+            lines.append(f"{cores[c].label} (block {cores[c].block_idx}) waits on cross-core flag {f} (pipe "
+                         f"{Pipe(pipe).name}) for the {_nth(k + 1)} time, {got}")
         return DeadlockError(
             "deadlock between cores: " + "; ".join(lines) + ". Every cross_core_wait_flag needs a set "
             "from the other core that can be issued before it. (A functional run also stops a body at "

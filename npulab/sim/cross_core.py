@@ -42,7 +42,8 @@ def set_key(mode: int, flag_id: int) -> int:
     return int(mode) * 16 + int(flag_id)
 
 
-def _nth(k: int) -> str:
+def nth(k: int) -> str:
+    """1 -> '1st', 2 -> '2nd', 11 -> '11th'."""
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
@@ -146,7 +147,7 @@ class CrossFlags:
         core = dev.cores[r]
         i = self.waits[(r, flag_id)][k]
         pipe = Pipe(int(core.pipe[i])).name
-        where = f"{core.label} waits at {dev.describe(core, i)} on cross-core flag {flag_id} (pipe {pipe}, its {_nth(k + 1)} wait)"
+        where = f"{core.label} waits at {dev.describe(core, i)} on cross-core flag {flag_id} (pipe {pipe}, its {nth(k + 1)} wait)"
         ch = self.channels.get((r, flag_id))
         if ch is None:
             return where + ", which no cross_core_set_flag of the launch raises"
@@ -238,11 +239,11 @@ def check_pending(flags: CrossFlags, timelines: dict, most: int, latency: int) -
                 core = dev.cores[r]
                 raise SyncError(
                     f"cross-core flag {f} of {core.label} was raised {most + 1} times with "
-                    f"no wait between (its {_nth(j + 1)} rise, from "
+                    f"no wait between (its {nth(j + 1)} rise, from "
                     f"{', '.join(dev.cores[s].label for s in senders)}, came at cycle {rises[j]}); a "
                     f"counter holds at most {most} (chip '{dev.chip.name}': cross_core.max_pending). Let "
                     f"the receiver answer with a reverse flag every few sets, as catlass's "
                     f"CrossCoreFlagWithReverse does, or wait more often.")
 
 
-__all__ = ["MODES", "set_key", "CrossFlags", "schedule_together", "check_pending"]
+__all__ = ["MODES", "set_key", "nth", "CrossFlags", "schedule_together", "check_pending"]

@@ -211,6 +211,10 @@ class Trace:
             kind = {"aiv": "AIV (vector cores)", "aic": "AIC (cube cores)", "mix": "MIX (each block on an AIC and its two AIVs)"}
             rows.insert(4, ("core type", kind[s["core_type"]]))
         rows += [(name, f"{s[name]:.1%}") for name in RATIO_NAMES.values()]
+        if "aic_cores" in s:          # a mix launch: each side's own ratios (msprof's aic_/aiv_)
+            rows += [(f"{role}_{name}", f"{s[f'{role}_{name}']:.1%}") for role, names in
+                     (("aic", ("mac_ratio", "mte2_ratio", "fixpipe_ratio")), ("aiv", ("vec_ratio", "mte2_ratio", "mte3_ratio")))
+                     for name in names]
         rows += [(f"bytes {r}", f"{b:,}") for r, b in s["bytes"].items()]
         rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ")]
         width = max(len(k) for k, _ in rows)

@@ -309,20 +309,6 @@ def test_the_aic_waits_for_both_aivs_in_mode_2(side):
     assert tr.end[w[0]] == tr.end[s].max() + get_chip("910b").cross_core.flag_latency_cycles
 
 
-def test_mode_1_is_a_barrier_of_the_two_aivs(side):
-    def kernel(x):
-        if is_aiv():
-            if get_sub_block_idx() == 1:
-                data_copy_big(x)
-            cross_core_set_flag(1, PIPE_MTE2, 4)
-            cross_core_wait_flag(4)
-    tr = launch(kernel, 1, np.zeros(8192, np.float16), chip="910b", core_type="mix", mode="timing").trace
-    w = np.flatnonzero(tr.kind == Kind.CROSS_WAIT)
-    s = np.flatnonzero(tr.kind == Kind.CROSS_SET)
-    lat = get_chip("910b").cross_core.flag_latency_cycles
-    assert len(w) == 2 and (tr.end[w] == tr.end[s].max() + lat).all()   # both pass with the later set
-
-
 def data_copy_big(x):
     pipe = TPipe()
     q = Queue(VECIN, "big")
@@ -333,19 +319,29 @@ def data_copy_big(x):
     q.free_tensor(q.deque())
 
 
-def test_mode_0_syncs_every_aiv_of_the_launch(side):
+@pytest.mark.parametrize("mode, block_dim, late, waits", [(1, 1, 1, 2), (0, 2, 3, 4)])
+def test_modes_1_and_0_are_barriers_of_the_aivs(side, mode, block_dim, late, waits):
+    """Mode 1: the two AIVs of an AI core; mode 0: every AIV of the launch. Each AIV's wait
+    passes once all of them have set, the late one (AIV get_block_idx() == late) included."""
     def kernel(x):
         if is_aiv():
-            if get_block_idx() == 3:
+            if get_block_idx() == late:
                 data_copy_big(x)
-            cross_core_set_flag(0, PIPE_MTE2, 8)
-            cross_core_wait_flag(8)
-    tr = launch(kernel, 2, np.zeros(8192, np.float16), chip="910b", core_type="mix", mode="timing").trace
+            cross_core_set_flag(mode, PIPE_MTE2, 4 + mode)
+            cross_core_wait_flag(4 + mode)
+    tr = launch(kernel, block_dim, np.zeros(8192, np.float16), chip="910b", core_type="mix", mode="timing").trace
     w = np.flatnonzero(tr.kind == Kind.CROSS_WAIT)
     s = np.flatnonzero(tr.kind == Kind.CROSS_SET)
-    assert len(w) == 4 and (tr.end[w] == tr.end[s].max() + get_chip("910b").cross_core.flag_latency_cycles).all()
+    lat = get_chip("910b").cross_core.flag_latency_cycles
+    assert len(w) == waits and (tr.end[w] == tr.end[s].max() + lat).all()
+
+
+def test_mode_0_needs_every_block_on_a_core_at_once():
+    def kernel(x):
+        if is_aiv():
+            cross_core_set_flag(0, PIPE_MTE2, 8)
     with pytest.raises(SyncError, match="mode 0 synchronises every AIV"):
-        launch(kernel, 30, np.zeros(8192, np.float16), chip="910b", core_type="mix", mode="timing")
+        launch(kernel, 30, np.zeros(16, np.float16), chip="910b", core_type="mix", mode="timing")
 
 
 def test_a_counter_holds_at_most_15_pending_sets(side):
