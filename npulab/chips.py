@@ -90,10 +90,23 @@ class PowerSpec:
 
 
 @dataclass(frozen=True)
+class CrossCoreSpec:
+    """The cross-core flags of a split chip (CrossCoreSetFlag / CrossCoreWaitFlag between the
+    AIC and AIV cores): ``flag_ids`` ids (0 .. flag_ids - 1), each a counter that holds at most
+    ``max_pending`` sets not yet waited on, and the cycles a set takes to reach the other core."""
+    flag_ids: int
+    max_pending: int
+    flag_latency_cycles: int
+
+
+@dataclass(frozen=True)
 class ChipSpec:
-    """One simulated NPU. Sizes in bytes, rates per cycle, energy in picojoules."""
+    """One simulated NPU. Sizes in bytes, rates per cycle, energy in picojoules. ``sku``: the
+    product (and configuration) every figure of the file belongs to. ``cross_core``: on a split
+    chip only."""
     name: str
     title: str
+    sku: str
     arch: str
     ai_cores: int
     vector_cores: int
@@ -108,6 +121,7 @@ class ChipSpec:
     pipes: PipeSpec
     energy: EnergySpec
     power: PowerSpec
+    cross_core: CrossCoreSpec | None = None
     source: str = ""
 
     # -- derived figures -------------------------------------------------------------------
@@ -121,9 +135,18 @@ class ChipSpec:
         return self.ai_cores * self.cube.macs_per_cycle_int8 * 2 * self.clock_ghz / 1000.0
 
     @property
+    def vector_units(self) -> int:
+        """The cores that hold a vector unit: the AIV cores of a split chip, every AI core of a
+        coupled one."""
+        return self.vector_cores if self.arch == "split" else self.ai_cores
+
+    @property
     def peak_vector_tflops_fp16(self) -> float:
-        """One fp16 operation per 2 bytes of vector width a cycle, on every core."""
-        return self.ai_cores * self.vector.bytes_per_cycle / 2 * self.clock_ghz / 1000.0
+        """The vector peak as the vendor counts it: every vector unit doing one fp16
+        multiply-add (2 FLOPs) per 2 bytes of vector width a cycle (S1: Atlas A2 "23.5T" is
+        48 AIV x 128 lanes x 2 at 1.9125 GHz; see data/FACTS.md). An add or a multiply alone
+        reaches half of it."""
+        return self.vector_units * self.vector.bytes_per_cycle / 2 * 2 * self.clock_ghz / 1000.0
 
     @property
     def gm_bandwidth_gbs(self) -> float:
@@ -164,7 +187,10 @@ class ChipSpec:
 
 
 _SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
-             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec, "power": PowerSpec}
+             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec, "power": PowerSpec,
+             "cross_core": CrossCoreSpec}
+#: sections a chip file may leave out (their field is then None)
+_OPTIONAL = ("cross_core",)
 _ARCHS = ("coupled", "split")
 
 
@@ -179,6 +205,8 @@ def _check_fields(cls, table: dict, where: str, origin: str) -> dict:
     out = {}
     for name, field in fields.items():
         dotted = where + name
+        if name not in table and name in _OPTIONAL:
+            continue
         if name not in table:
             raise ChipFileError(f"{origin}: missing field '{dotted}' ({field.type})")
         value = table[name]
@@ -232,6 +260,14 @@ def load_chip(path: str | Path) -> ChipSpec:
         raise ChipFileError(f"{origin}: field 'vector_cores' must be positive on a split chip "
                             f"(arch = \"split\": vector-only kernels run on the AIV cores), got "
                             f"{spec.vector_cores!r}")
+    if spec.arch == "split" and spec.cross_core is None:
+        raise ChipFileError(f"{origin}: a split chip needs a [cross_core] section (flag_ids, max_pending, "
+                            f"flag_latency_cycles): its AIC and AIV cores synchronise through cross-core flags")
+    if spec.arch != "split" and spec.cross_core is not None:
+        raise ChipFileError(f"{origin}: [cross_core] is for split chips (arch = \"split\"); a coupled core has "
+                            f"cube and vector in one core and no cross-core flags")
+    if spec.cross_core is not None and (spec.cross_core.flag_ids < 1 or spec.cross_core.max_pending < 1):
+        raise ChipFileError(f"{origin}: 'cross_core.flag_ids' and 'cross_core.max_pending' must be at least 1")
     if spec.event_ids > 8:
         raise ChipFileError(f"{origin}: field 'event_ids' must be at most 8 (ids 0-7), got {spec.event_ids}")
     for name in BUFFERS:

@@ -29,14 +29,20 @@ def _info(args) -> int:
         if args.json:
             print(json.dumps(dict(chip.to_dict(), full_load_watts=full_load_watts(chip)), indent=2))
             return 0
-        rows = [("name", chip.name), ("title", chip.title), ("arch", chip.arch),
+        rows = [("name", chip.name), ("title", chip.title), ("SKU", chip.sku), ("arch", chip.arch),
                 ("AI cores", chip.ai_cores), ("vector cores", chip.vector_cores or "in each AI core"),
                 ("clock", f"{chip.clock_ghz:g} GHz"),
                 ("peak fp16", f"{chip.peak_fp16_tflops:.1f} TFLOPS"),
                 ("peak int8", f"{chip.peak_int8_tops:.1f} TOPS"),
+                ("peak vector", f"{chip.peak_vector_tflops_fp16:.1f} TFLOPS fp16 ({chip.vector_units} vector units, "
+                                f"a multiply-add as 2 FLOPs)"),
                 ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores"),
                 ("event ids", f"0-{chip.event_ids - 1}"),
                 ("power at full load", _power(chip))]
+        if chip.cross_core is not None:
+            x = chip.cross_core
+            rows.append(("cross-core flags", f"ids 0-{x.flag_ids - 1}, at most {x.max_pending} sets pending, "
+                                             f"{x.flag_latency_cycles} cycles to the other core"))
         rows += [(b.upper(), f"{_kib(getattr(chip.buffers, b))} (align {getattr(chip.align, b)} B)")
                  for b in ("l1", "l0a", "l0b", "l0c", "ub")]
         width = max(len(k) for k, _ in rows)
@@ -79,6 +85,9 @@ def _bench(args) -> int:
         if args.family in ("conv", "all"):
             from .bench.conv import bench_conv
             rows += bench_conv()
+        if args.family in ("fused", "all"):
+            from .bench.fused import bench_fused
+            rows += bench_fused()
         if args.json:
             print(json.dumps(rows, indent=1))
         else:
@@ -94,7 +103,9 @@ def _bench(args) -> int:
                       + (f", {r['one_thread']['vs_numpy_ratio']:.1f}x on one thread"
                          if r.get("one_thread") else "")
                       + (f"  target {r['target']:.0%} {'met' if r['meets_target'] else 'MISSED'}"
-                         if "target" in r else ""))
+                         if "target" in r else "")
+                      + (f"  vs separate launches {r['separate_cycles']:,} cycles ({r['speedup']:.2f}x)"
+                         if "separate_cycles" in r else ""))
         return 0
     if args.what == "sim":
         from .bench.sim import bench_sim
@@ -130,7 +141,7 @@ def main(argv=None) -> int:
     p.add_argument("what", choices=["sim", "kernels", "widgets"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
-    p.add_argument("--family", choices=["matmul", "vector", "conv", "all"], default="all",
+    p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")
     p.set_defaults(func=_bench)
     args = parser.parse_args(argv)

@@ -21,6 +21,8 @@ cdef enum:
     KIND_SET = 1
     KIND_WAIT = 2
     KIND_BARRIER_ALL = 3
+    KIND_CROSS_SET = 4      # CrossCoreSetFlag: a set whose waits are on another core
+    KIND_CROSS_WAIT = 5     # CrossCoreWaitFlag: a wait whose time comes from another core
 
 cdef enum:
     # opcodes, grouped by unit
@@ -28,6 +30,8 @@ cdef enum:
     OP_WAIT_FLAG = 1
     OP_BARRIER = 2
     OP_MARK = 3
+    OP_CROSS_SET_FLAG = 4
+    OP_CROSS_WAIT_FLAG = 5
     OP_SCALAR = 10
     OP_COPY_GM_TO_UB = 20
     OP_COPY_GM_TO_L1 = 21

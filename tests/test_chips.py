@@ -35,14 +35,51 @@ def test_published_figures():
     assert npulab.get_chip("teach").ai_cores == 2
 
 
+def test_910b_models_the_ascend910b1_and_its_peaks_follow_from_its_platform_file():
+    """The calibration GEMM ran on an Ascend910B1 (C2); CANN's Ascend910B1.ini (S11) gives 24
+    AIC, 48 AIV at 1850 MHz. S1's figures are other configurations: 353T is 24 cores at
+    1.8 GHz (the B2), 376T and the vector 23.5T both 1.0625 times the 1.8 GHz figures."""
+    c = npulab.get_chip("910b")
+    assert c.sku == "Ascend910B1" and c.clock_ghz == 1.85
+    assert c.peak_fp16_tflops == pytest.approx(363.7, abs=0.05)
+    assert c.vector_units == 48
+    assert c.peak_vector_tflops_fp16 == pytest.approx(48 * 128 * 2 * 1.85 / 1000)   # 22.7
+    at_18 = c.ai_cores * 4096 * 2 * 1.8 / 1000
+    assert round(at_18) == 354 and 376 / at_18 == pytest.approx(23.5 / (48 * 128 * 2 * 1.8 / 1000), rel=1e-3)
+    assert c.gm_bandwidth_gbs == pytest.approx(1600, rel=1e-3)                 # S1: 1.6 TB/s
+    assert (c.cross_core.flag_ids, c.cross_core.max_pending) == (11, 15)     # S12
+
+
+def test_every_chip_names_its_sku():
+    assert {c.name: c.sku for c in npulab.chips()} == {
+        "910b": "Ascend910B1", "910": "Ascend 910", "310": "Ascend 310", "teach": "none"}
+
+
+def test_vector_peak_counts_every_vector_unit_and_a_multiply_add_as_two():
+    c910 = npulab.get_chip("910")
+    assert c910.vector_units == c910.ai_cores == 32                          # coupled: in each core
+    assert c910.peak_vector_tflops_fp16 == pytest.approx(32 * 128 * 2 * c910.clock_ghz / 1000)
+
+
+def test_cross_core_section_belongs_to_split_chips_only(tmp_path):
+    teach = (CHIP_DIR / "teach.toml").read_text()
+    extra = "\n[cross_core]\nflag_ids = 11\nmax_pending = 15\nflag_latency_cycles = 0\n"
+    with pytest.raises(npulab.ChipFileError, match=r"\[cross_core\] is for split chips"):
+        npulab.get_chip(str(_write(tmp_path, teach + extra)))
+    split = (CHIP_DIR / "910b.toml").read_text()
+    cut = split[:split.index("[cross_core]")]
+    with pytest.raises(npulab.ChipFileError, match=r"needs a \[cross_core\] section"):
+        npulab.get_chip(str(_write(tmp_path, cut)))
+
+
 def test_every_figure_has_a_source_or_says_chosen():
     for path in CHIP_DIR.glob("*.toml"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "E1", "E2", "C1", "C2", "3rd", "press", "chosen", "derived",
-                        "FACTS", "n/f")
+                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "E1", "E2", "C1", "C2", "3rd", "press", "chosen",
+                        "derived", "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
                     code.split("=")[0].strip() == "vector_cores", f"{path.name}:{n} has no source: {line}"

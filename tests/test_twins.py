@@ -66,7 +66,7 @@ def test_a_device_reads_the_switch_once(side_):
     with twins.use(other):                   # changing the switch later changes nothing
         assert dev.twins == side_
         assert dev.streams is twins.pick(_stream, stream, side_)
-        assert dev.schedule is twins.pick(_timeline.schedule, timeline.schedule, side_)
+        assert dev.Timeline is twins.pick(_timeline.Timeline, timeline.Timeline, side_)
         assert dev.moves == formats.moves(side_)
         assert isinstance(dev.cores[0].stream, dev.streams.Stream)
 

@@ -4,7 +4,8 @@ A stream is five equal-length int arrays (pipe, kind, dur, key, lat), the schedu
 (``schedule(pipe, kind, dur, key, issue_cycles, lat)``).
 ``random_stream`` draws every wait after a set of the same flag, so every dependency points
 back in program order and the stream cannot deadlock; ``allow_deadlock`` also draws waits
-that no set matches.
+that no set matches. ``p_cross`` turns some plain work into cross-core sets and waits, whose
+times ``random_ext`` draws.
 """
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from ..sim.isa import NUM_PIPES, Kind, flag_key
 
 
 def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_dur: int = 300,
-                  p_sync: float = 0.3, p_barrier: float = 0.01, max_lat: int = 300):
+                  p_sync: float = 0.3, p_barrier: float = 0.01, max_lat: int = 300, p_cross: float = 0.0):
     """``lat`` is drawn for every instruction (0..max_lat), also where the scheduler must
-    ignore it (scalar work, sets, waits, barriers)."""
+    ignore it (scalar work, sets, waits, barriers). ``p_cross``: the fraction of plain work
+    made a cross-core set or wait (half each; key = a flag id 0-10), drawn from a second
+    generator, so that a stream without them is the same for every ``p_cross``."""
     rng = np.random.default_rng(seed)
     lat = np.random.default_rng([seed, 1]).integers(0, max_lat + 1, n).astype(np.int64)
     pipe = rng.integers(0, NUM_PIPES, n).astype(np.int8)
@@ -51,7 +54,18 @@ def random_stream(n: int, seed: int = 0, *, allow_deadlock: bool = False, max_du
                 continue                   # nothing to wait on: leave plain work here
             kind[i], key[i], dur[i] = Kind.WAIT, k, 0
             pipe[i] = (k // 16) % 8        # a wait sits on the flag's destination pipe
+    if p_cross:
+        cr = np.random.default_rng([seed, 2])
+        pick = (kind == Kind.WORK) & (cr.random(n) < p_cross)
+        kind[pick] = np.where(cr.random(int(pick.sum())) < 0.5, Kind.CROSS_SET, Kind.CROSS_WAIT)
+        key[pick], dur[pick] = cr.integers(0, 11, int(pick.sum())), 0
     return pipe, kind, dur, key, lat
+
+
+def random_ext(kind, seed: int = 0, max_t: int = 20_000):
+    """A time for every cross-core wait of ``kind`` (0..max_t; -1 elsewhere)."""
+    t = np.random.default_rng([seed, 3]).integers(0, max_t + 1, len(kind)).astype(np.int64)
+    return np.where(np.asarray(kind) == Kind.CROSS_WAIT, t, -1)
 
 
 def streaming_stream(n: int, seed: int = 0):

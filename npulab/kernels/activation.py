@@ -131,29 +131,22 @@ def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_
                             cdt.name, int(ramp))
 
 
-class KernelActivation:
-    """One block of y = f(x)."""
+class ActivationFormula:
+    """The instructions of one activation, ``formula(dst, x, n)`` over n elements in UB (dst may
+    be x), with its scratch tiles of ``tile`` elements of ``cdt`` and its constants (one repeat
+    each, filled once a block) made in ``pipe``. The vector epilogue of any kernel runs it:
+    :class:`KernelActivation` here, the AIVs of the fused matmul (kernels.fused_matmul)."""
 
-    def __init__(self, x, y, t: ActivationTiling):
-        self.t = t
-        start = get_block_idx() * t.block_factor
-        self.length = min(t.block_factor, t.total - start)
-        self.x_gm, self.y_gm = x[start: start + self.length], y[start: start + self.length]
-        self.dtype = np.dtype(t.dtype)
-        self.cdt = np.dtype(t.compute_dtype)
-        self.wide = self.cdt != self.dtype
-        self.pipe = TPipe()
-        self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
-        self.pipe.init_buffer(self.in_x, t.buffer_num, t.tile * self.dtype.itemsize)
-        self.pipe.init_buffer(self.out_y, t.buffer_num, t.tile * self.dtype.itemsize)
+    def __init__(self, pipe: TPipe, activation: str, cdt, tile: int):
+        self.activation, self.cdt = activation, np.dtype(cdt)
         self.work = []
-        for k in range(WORK_TILES[t.activation] + self.wide):
+        for k in range(WORK_TILES[activation]):
             b = TBuf(VECCALC, f"work{k}")
-            self.pipe.init_buffer(b, t.tile * self.cdt.itemsize)
+            pipe.init_buffer(b, tile * self.cdt.itemsize)
             self.work.append(b.get(self.cdt))
-        self.fn = getattr(self, t.activation)
-        consts = CONSTS.get(t.activation, ())
-        if t.activation == "gelu_erf":
+        self.fn = getattr(self, activation)
+        consts = CONSTS.get(activation, ())
+        if activation == "gelu_erf":
             self.kappa, self.poly = ((GELU_ERF_KAPPA16, GELU_ERF_B16) if self.cdt == np.float16
                                      else (GELU_ERF_KAPPA, GELU_ERF_B))
             consts = self.poly[-2::-1]
@@ -161,36 +154,19 @@ class KernelActivation:
             rb = current().device.chip.vector.repeat_bytes
             per = rb // self.cdt.itemsize
             b = TBuf(VECCALC, "consts")
-            self.pipe.init_buffer(b, len(consts) * rb)
+            pipe.init_buffer(b, len(consts) * rb)
             c = b.get(self.cdt)
             self.consts = [c[k * per:] for k in range(len(consts))]
             for k, v in enumerate(consts):
                 lang.duplicate(self.consts[k], v, per)
 
-    def process(self):
-        start = 0
-        for n in ramp_tiles(self.length, self.t.tile, BLOCK_BYTES // self.dtype.itemsize, self.t.ramp):
-            x = self.in_x.alloc_tensor(self.dtype)
-            copy_elements(x, self.x_gm[start:], n)
-            self.in_x.enque(x)
-            self.compute(n)
-            y = self.out_y.deque()
-            copy_elements(self.y_gm[start:], y, n)
-            self.out_y.free_tensor(y)
-            start += n
+    @staticmethod
+    def ub_bytes(activation: str, cdt, tile: int, repeat_bytes: int) -> int:
+        """UB the formula takes: its scratch tiles and its constants."""
+        return WORK_TILES[activation] * tile * np.dtype(cdt).itemsize + len(CONSTS.get(activation, ())) * repeat_bytes
 
-    def compute(self, n):
-        x = self.in_x.deque()
-        y = self.out_y.alloc_tensor(self.dtype)
-        if self.wide:
-            x32 = self.work[-1]
-            lang.cast(x32, x, "none", n)
-            self.fn(x32, x32, n)
-            lang.cast(y, x32, "rint", n)
-        else:
-            self.fn(y, x, n)
-        self.out_y.enque(y)
-        self.in_x.free_tensor(x)
+    def __call__(self, dst, x, n):
+        self.fn(dst, x, n)
 
     # -- the activations: dst = f(x) over n elements (dst may be x) -------------------------
     def relu(self, dst, x, n):
@@ -233,6 +209,53 @@ class KernelActivation:
         lang.exp(h, h, n)                                       # (1 - Phi(|x|)) / KAPPA
         lang.relu(dst, x, n)
         V.mul_add_dst(dst, u, h, n)                             # relu(x) - |x| (1 - Phi(|x|))
+
+
+class KernelActivation:
+    """One block of y = f(x)."""
+
+    def __init__(self, x, y, t: ActivationTiling):
+        self.t = t
+        start = get_block_idx() * t.block_factor
+        self.length = min(t.block_factor, t.total - start)
+        self.x_gm, self.y_gm = x[start: start + self.length], y[start: start + self.length]
+        self.dtype = np.dtype(t.dtype)
+        self.cdt = np.dtype(t.compute_dtype)
+        self.wide = self.cdt != self.dtype
+        self.pipe = TPipe()
+        self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
+        self.pipe.init_buffer(self.in_x, t.buffer_num, t.tile * self.dtype.itemsize)
+        self.pipe.init_buffer(self.out_y, t.buffer_num, t.tile * self.dtype.itemsize)
+        self.fn = ActivationFormula(self.pipe, t.activation, self.cdt, t.tile)
+        if self.wide:
+            b = TBuf(VECCALC, f"work{WORK_TILES[t.activation]}")
+            self.pipe.init_buffer(b, t.tile * self.cdt.itemsize)
+            self.x32 = b.get(self.cdt)
+
+    def process(self):
+        start = 0
+        for n in ramp_tiles(self.length, self.t.tile, BLOCK_BYTES // self.dtype.itemsize, self.t.ramp):
+            x = self.in_x.alloc_tensor(self.dtype)
+            copy_elements(x, self.x_gm[start:], n)
+            self.in_x.enque(x)
+            self.compute(n)
+            y = self.out_y.deque()
+            copy_elements(self.y_gm[start:], y, n)
+            self.out_y.free_tensor(y)
+            start += n
+
+    def compute(self, n):
+        x = self.in_x.deque()
+        y = self.out_y.alloc_tensor(self.dtype)
+        if self.wide:
+            x32 = self.x32
+            lang.cast(x32, x, "none", n)
+            self.fn(x32, x32, n)
+            lang.cast(y, x32, "rint", n)
+        else:
+            self.fn(y, x, n)
+        self.out_y.enque(y)
+        self.in_x.free_tensor(x)
 
 
 def activation_kernel(x, y, t: ActivationTiling) -> None:

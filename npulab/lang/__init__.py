@@ -42,3 +42,8 @@ __all__ = [
     "add_per_col", "sub_per_col", "mul_per_col", "max_per_col", "gather",
     "fused_mul_add", "fused_mul_add_const", "mul_add_dst", "fused_mul_add_per_row", "fused_mul_add_per_col",
 ]
+from .mix import (cross_core_set_flag, cross_core_wait_flag, get_sub_block_idx, get_sub_block_num,  # noqa: E402
+                  is_aic, is_aiv)
+
+__all__ += ["is_aic", "is_aiv", "get_sub_block_idx", "get_sub_block_num", "cross_core_set_flag",
+            "cross_core_wait_flag"]

@@ -7,7 +7,9 @@ arguments after the run with the Trace.
 A kernel declares what it runs on, as Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX do:
 ``core_type="aiv"`` for a vector-only kernel, ``"aic"`` (the default) for a cube kernel,
 ``"mix"`` for one that uses both. ``cores`` is ``chip.cores_for(core_type)``: on a split chip
-(910B class) a vector kernel runs on the 48 AIV cores, not the 24 AIC cores.
+(910B class) a vector kernel runs on the 48 AIV cores, not the 24 AIC cores, and a mix kernel
+runs each block on an AIC and the two AIVs of its AI core, the body once on each
+(:mod:`npulab.lang.mix`; KERNEL_TYPE_MIX_AIC_1_2).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..errors import ArgumentError, ArgumentTypeError
 from ..sim.device import DEFAULT_BUDGET, Device
 from ..sim.trace import Trace
 from . import context
+from .mix import MixRun
 from .tensor import GlobalTensor
 
 
@@ -108,26 +111,41 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
     return LaunchResult(handed, trace)
 
 
-def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:
-    """Run the kernel body once per block on core ``block_idx % cores``, each block's TPipes
-    destroyed and its end barrier issued after it."""
-    n_cores = dev.active_cores
+def _run_block(dev: Device, core, b: int, kernel, gm_args: list) -> None:
+    """Run block ``b``'s body on ``core``: its TPipes go and its end barrier is issued after it;
+    after the core's last block, its bytes go to the next core, still in the host's cache. On an
+    AIV of a mix launch the body's ``get_block_idx()`` is 2 x b + its sub-block (Ascend C)."""
+    core.block_idx = b
+    ctx = context.KernelContext(dev, core, 2 * b + core.sub if core.role == "aiv" and dev.mix else b,
+                                dev.block_dim)
     contexts = context.stack()
+    contexts.append(ctx)
     try:
-        for b in range(block_dim):
-            core = dev.core_for_block(b)
-            core.block_idx = b
-            ctx = context.KernelContext(dev, core, b, block_dim)
-            contexts.append(ctx)
-            try:
-                kernel(*gm_args)
-                for p in ctx.pipes:
-                    p.destroy()
-                core.end_block()
-            finally:
-                contexts.pop()
-            if b + n_cores >= block_dim:
-                # the core's last block: its bytes go to the next core, still in the host's cache
-                dev.recycle_buffers(core)
+        kernel(*gm_args)
+        for p in ctx.pipes:
+            p.destroy()
+        core.end_block()
+    finally:
+        contexts.pop()
+    if b + dev.active_cores >= dev.block_dim:
+        dev.recycle_buffers(core)
+
+
+def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:
+    """Run the kernel body once per block on core ``block_idx % cores``. A mix launch on a
+    split chip runs it on every core of the block's AI core (its AIC and two AIVs): by turns in
+    a functional run (lang.mix.MixRun), one core after another in a timing run."""
+    def run(core, b):
+        _run_block(dev, core, b, kernel, gm_args)
+    try:
+        if not dev.mix:
+            for b in range(block_dim):
+                run(dev.core_for_block(b), b)
+        elif dev.functional:
+            MixRun(dev, block_dim, run).run()
+        else:
+            for core in dev.cores:
+                for b in range(core.group, block_dim, dev.active_cores):
+                    run(core, b)
     finally:
         dev.recycle_buffers()           # on-chip bytes do not outlive the launch

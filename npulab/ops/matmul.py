@@ -1,4 +1,5 @@
-"""matmul and batch_matmul on the simulated NPU's cube (the interface layer over the templates).
+"""matmul and batch_matmul on the simulated NPU's cube (the interface layer over the templates),
+and fused_matmul, matmul + GELU as one mix kernel of a split chip's AIC and AIV cores.
 
 The dispatcher here picks the tiling: a tuned one from the tiling cache when the shape has been
 tuned (``npulab.kernels.search.tune``), else the default tiling function
@@ -12,6 +13,7 @@ import numpy as np
 from ..arch import ACC_DTYPE, CUBE_DTYPES, DEFAULT_CHIP, OUT_DTYPE
 from ..errors import ShapeError
 from ..kernels import search
+from ..kernels.fused_matmul import FUSED_OP_TYPES, FusedMatmulProblem, launch_fused_matmul, make_fused_tiling
 from ..kernels.matmul import MatmulProblem, MatmulTiles, MatmulTiling, launch_matmul, make_tiling
 from .registry import TensorSpec, dispatch, register
 
@@ -155,4 +157,58 @@ def batch_matmul(a, b, *, bias=None, trans_a: bool = False, trans_b: bool = Fals
     return (c, trace) if return_trace else c
 
 
-__all__ = ["matmul", "batch_matmul"]
+def _fused_problem(specs, fused_op_type) -> FusedMatmulProblem:
+    (a_shape, a_dt), (b_shape, b_dt) = specs[:2]
+    if len(a_shape) != 2 or len(b_shape) != 2 or a_shape[1] != b_shape[0]:
+        raise ShapeError(f"FusedMatMul: x1 (M, K) and x2 (K, N) must agree on K, got {a_shape} and {b_shape}")
+    if np.dtype(a_dt) != np.float16 or np.dtype(b_dt) != np.float16:
+        raise ShapeError(f"FusedMatMul: x1 and x2 must be float16, got {np.dtype(a_dt)} and {np.dtype(b_dt)}")
+    return FusedMatmulProblem(a_shape[0], b_shape[1], a_shape[1], fused_op_type, has_bias=len(specs) == 3)
+
+
+def _fused_tiling(specs, chip, fused_op_type="gelu_erf", tiling=None):
+    return make_fused_tiling(_fused_problem(specs, fused_op_type), chip, tiling)
+
+
+def _fused_run(arrays, t, chip, mode, **attrs):
+    bias = arrays[2] if len(arrays) == 3 else None
+    return launch_fused_matmul(arrays[0], arrays[1], t, bias, chip=chip, mode=mode)
+
+
+def _fused_infer(specs, chip, fused_op_type="gelu_erf", tiling=None):
+    p = _fused_problem(specs, fused_op_type)
+    return TensorSpec((p.m, p.n), np.dtype(np.float16))
+
+
+register("FusedMatMul", "matmul", _fused_tiling, _fused_run,
+         "y = gelu(x1 @ x2 + bias) as one mix kernel on a split chip (the AIC's tiles through a GM "
+         "workspace to its two AIVs); fp16", inputs=("x1", "x2", "bias?"), infer=_fused_infer)
+
+
+def fused_matmul(a, b, *, bias=None, fused_op_type: str = "gelu_erf", chip="910b", tiling=None,
+                 return_trace: bool = False):
+    """y = OP(a @ b + bias), OP = GELU (``fused_op_type`` "gelu_erf" or "gelu_tanh", ops-nn
+    FusedMatMul's names), in one launch: a mix kernel on a split chip (the default 910b), each
+    AI core's AIC computing block tiles into a GM workspace and its two AIVs applying GELU
+    (:mod:`npulab.kernels.fused_matmul`). a (M, K) and b (K, N) float16, bias (N,) added in fp32
+    by FixPipe; y (M, N) float16; N a multiple of 16. tiling: the cube's tiles (a MatmulTiling
+    or a recipe name; default: the matmul's own). On a coupled chip (910, 310) there are no AIV
+    cores: run ops.matmul, then ops.gelu. With ``return_trace`` returns (y, trace)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if fused_op_type not in FUSED_OP_TYPES:
+        raise ShapeError(f"fused_matmul: fused_op_type must be one of {sorted(FUSED_OP_TYPES)}, got "
+                         f"{fused_op_type!r}")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"fused_matmul: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
+    if a.dtype != np.float16 or b.dtype != np.float16:
+        raise ShapeError(f"fused_matmul: a and b must be float16 (ops-nn's FusedMatMul fuses GELU for 16-bit "
+                         f"inputs), got {a.dtype} and {b.dtype}")
+    if a.shape[1] == 0:
+        raise ShapeError("fused_matmul: K = 0: the cube needs at least one product to accumulate")
+    bias = _bias(bias, b.shape[1], a.dtype, "fused_matmul")
+    arrays = (a, b) if bias is None else (a, b, bias)
+    y, trace = dispatch("FusedMatMul", *arrays, chip=chip, fused_op_type=fused_op_type, tiling=tiling)
+    return (y, trace) if return_trace else y
+
+
+__all__ = ["matmul", "batch_matmul", "fused_matmul"]

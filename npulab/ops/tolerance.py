@@ -36,8 +36,9 @@ int8; the reference is the float32 or float64 product of the same input values, 
   int8 op dequantised with ``scale=`` gives float16 or float32 and reads that row.
 
 ``OP_UNIT`` says which unit each functional operator of :mod:`npulab.ops` runs on: the cube for
-the matrix products and convolutions (conv2d_bn_relu's BN and ReLU ride in FixPipe), the
-vector unit for the rest; ``tol(dtype, OP_UNIT[op])`` is an operator's row.
+the matrix products and convolutions (conv2d_bn_relu's BN and ReLU ride in FixPipe; fused_matmul's
+GELU, on the AIVs in fp16, adds at most 0.18 of the vector fp16 row to the one fp16 rounding
+of the workspace, which the cube's fp16 row covers), the vector unit for the rest; ``tol(dtype, OP_UNIT[op])`` is an operator's row.
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ TOLERANCES: dict[tuple[str, str], dict] = {
     ("cube", "int32"): {"rtol": 0.0, "atol": 0.0},
 }
 
-_CUBE_OPS = ("matmul", "batch_matmul", "linear", "conv2d", "conv3d", "conv_transpose2d", "conv2d_bn_relu")
+_CUBE_OPS = ("matmul", "batch_matmul", "linear", "conv2d", "conv3d", "conv_transpose2d", "conv2d_bn_relu",
+             "fused_matmul")
 _VECTOR_OPS = ("add", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
                "max_pool2d", "avg_pool2d", "avg_pool2d_scale")
 OP_UNIT: dict[str, str] = {**{op: "cube" for op in _CUBE_OPS}, **{op: "vector" for op in _VECTOR_OPS}}

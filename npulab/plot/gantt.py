@@ -67,11 +67,11 @@ class GanttData:
             on = pipe == p
             w = on & (kind == Kind.WORK) & (busy_end > start)
             t = on & (kind == Kind.WORK) & (end > busy_end)
-            s = on & ((kind == Kind.WAIT) | (kind == Kind.BARRIER_ALL)) & (end > start)
+            s = on & ((kind == Kind.WAIT) | (kind == Kind.CROSS_WAIT) | (kind == Kind.BARRIER_ALL)) & (end > start)
             self.work.append(_Lane(start[w], busy_end[w], rows[w]))
             self.tails.append(_Lane(busy_end[t], end[t], rows[t]))
             self.waits.append(_Lane(start[s], end[s], rows[s]))
-            self.sets.append(np.sort(end[on & (kind == Kind.SET)]))
+            self.sets.append(np.sort(end[on & ((kind == Kind.SET) | (kind == Kind.CROSS_SET))]))
             a0 = np.concatenate((start[w], busy_end[t], start[s]))
             a1 = np.concatenate((busy_end[w], end[t], end[s]))
             order = np.argsort(a0, kind="stable")

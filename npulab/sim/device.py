@@ -20,6 +20,7 @@ from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBu
 from .. import _stream, _timeline, formats, twins
 from . import races, stream, timeline
 from .cost import CostModel
+from .cross_core import CrossFlags, check_pending, schedule_together
 from .gm import GmTraffic
 from .isa import Kind, Op, Pipe, describe_key
 from .memory import Buffer
@@ -34,24 +35,31 @@ DEFAULT_BUDGET = 20_000_000
 GM_ROUNDS = 16
 
 
-class _AivBuffers(dict):
-    """The buffers of a core in a ``core_type="aiv"`` launch. An AIV core has only the UB; the
-    other buffers stay in the dict, never used, so that logs, traces and views have the same
-    shape for every launch, but asking for one by name (every cube-path tensor starts with
-    ``init_buffer`` of an L1 or L0 queue: load_data, mmad and fixpipe take those) is the error.
-    The check runs once per ``init_buffer``, never on the per-instruction path."""
+LAUNCH_AIV, LAUNCH_AIC = "core_type='aiv'", "core_type='aic'"
 
-    def __init__(self, items, where: str):
+
+class _AivBuffers(dict):
+    """The buffers of an AIV core (a ``core_type="aiv"`` launch, or the vector side of a mix
+    launch on a split chip). An AIV core has only the UB; the other buffers stay in the dict,
+    never used, so that logs, traces and views have the same shape for every launch, but asking
+    for one by name (every cube-path tensor starts with ``init_buffer`` of an L1 or L0 queue:
+    load_data, mmad and fixpipe take those) is the error. The check runs once per
+    ``init_buffer``, never on the per-instruction path."""
+
+    def __init__(self, items, where: str, mix: bool = False):
         super().__init__(items)
-        self.where = where
+        self.where, self.mix = where, mix
 
     def __getitem__(self, name):
         if name != "UB":
+            fix = (f"In a mix kernel the cube part runs on the AIC: put it under "
+                   f"`if is_aic():` and the vector part under `if is_aiv():`." if self.mix else
+                   f"Launch a kernel that uses {name} with core_type='aic' or 'mix'.")
             raise CoreTypeError(
-                f"{self.where}: buffer {name} does not exist on an AIV core (core_type='aiv'): a "
-                f"vector-only kernel has the UB, the vector and scalar units and MTE2/MTE3, but no "
-                f"L1, L0A, L0B, L0C and no cube. Launch a kernel that uses {name} with "
-                f"core_type='aic' or 'mix'.")
+                f"{self.where}: buffer {name} does not exist on an AIV core "
+                f"({'a mix launch' if self.mix else LAUNCH_AIV}): a vector core has the "
+                f"UB, the vector and scalar units and MTE2/MTE3, but no L1, L0A, L0B, L0C and no "
+                f"cube. {fix}")
         return dict.__getitem__(self, name)
 
 
@@ -59,35 +67,48 @@ class _AicBuffers(dict):
     """The buffers of an AIC (cube) core of a split chip (910B class): L1, L0A, L0B and L0C, no
     UB (data/FACTS.md: AIC and AIV exchange data through GM; FixPipe drains L0C to GM or L1)."""
 
-    def __init__(self, items, where: str):
+    def __init__(self, items, where: str, mix: bool = False):
         super().__init__(items)
-        self.where = where
+        self.where, self.mix = where, mix
 
     def __getitem__(self, name):
         if name == "UB":
+            fix = ("In a mix kernel put the vector part under `if is_aiv():`: it runs on the AI "
+                   "core's two AIVs, which reach the AIC's results through GM." if self.mix else
+                   "Launch the vector part with core_type='aiv' (or the whole kernel as 'mix'), or "
+                   "use a coupled chip (910, 310) where one core has both.")
             raise CoreTypeError(
                 f"{self.where}: buffer UB does not exist on an AIC core of a split chip "
-                f"(core_type='aic'): the cube core has L1, L0A, L0B and L0C, FixPipe drains to GM "
-                f"or L1, and the vector work runs on the AIV cores. Launch the vector part with "
-                f"core_type='aiv', or use a coupled chip (910, 310) where one core has both.")
+                f"({'a mix launch' if self.mix else LAUNCH_AIC}): the cube core has L1, "
+                f"L0A, L0B and L0C, FixPipe drains to GM or L1, and the vector work runs on the "
+                f"AIV cores. {fix}")
         return dict.__getitem__(self, name)
 
 
 class Core:
-    """One AI core (or, in a ``core_type="aiv"`` launch, one vector core): its buffers and its
-    instruction stream (columns, program order)."""
+    """One core of the launch: an AI core (coupled chip), an AIC or an AIV (split chip); its
+    buffers and its instruction stream (columns, program order).
 
-    def __init__(self, device: "Device", index: int):
+    role: "aic", "aiv" (what Ascend C's g_coreType says on a split chip) or "core" (a coupled
+    AI core, where g_coreType is MIX). group: the AI core it belongs to (in a mix launch an AIC
+    and its two AIVs share one; otherwise the core itself); sub: an AIV's 0 or 1 within it.
+    label: what errors and traces call it ("AIC 3", "AIV 3.1", "core 3")."""
+
+    def __init__(self, device: "Device", index: int, role: str = "core", group: int | None = None,
+                 sub: int = 0):
         self.device, self.index = device, index
+        self.role, self.group, self.sub = role, index if group is None else group, sub
+        self.label = {"aic": f"AIC {self.group}", "aiv": f"AIV {self.group}.{sub}" if device.mix
+                      else f"AIV {index}"}.get(role, f"core {index}")
         chip = device.chip
         functional = device.functional
         buffers = {name: Buffer(name, index, chip.buffer_bytes(name), chip.buffer_align(name), functional)
                    for name in BUFFERS}
-        where = f"core {index} of chip '{chip.name}'"
-        if device.core_type == "aiv":
-            self.buffers = _AivBuffers(buffers, where)
-        elif device.core_type == "aic" and chip.arch == "split":
-            self.buffers = _AicBuffers(buffers, where)
+        where = f"{self.label} of chip '{chip.name}'"
+        if role == "aiv" or device.core_type == "aiv":       # an AIV, or a vector-only launch
+            self.buffers = _AivBuffers(buffers, where, device.mix)
+        elif role == "aic":
+            self.buffers = _AicBuffers(buffers, where, device.mix)
         else:
             self.buffers = buffers
         # the instruction stream (sim/stream.py, or its Cython twin npulab._stream: the
@@ -197,7 +218,13 @@ class Device:
     "aiv" (vector-only) or "mix". The blocks run on ``chip.cores_for(core_type)`` cores: on a
     split chip (910B class) an "aiv" kernel gets the AIV cores, on a coupled chip every kernel
     gets the AI cores. An "aiv" core has only the UB of the on-chip buffers; an "aic" core of a
-    split chip has every buffer but the UB (a coupled core, or a "mix" launch, has all five).
+    split chip has every buffer but the UB; a coupled core has all five. A "mix" launch on a
+    split chip (``mix``; Ascend C's KERNEL_TYPE_MIX_AIC_1_2) runs each block on one AIC and the
+    two AIVs of its AI core: ``active_cores`` AI cores, cores 0 .. G-1 the AICs and G + 2g + s
+    AIV s of AI core g (:mod:`npulab.lang.mix`); on a coupled chip "mix" is the coupled core.
+    GM shares (:mod:`.gm`) count AI cores: in a mix launch the AIC and its two AIVs each get the
+    AI core's part (chosen: the AIVs move a small part of the bytes, mostly while the AIC
+    computes; a share that follows when the three copy at once belongs to the GM model).
 
     The device reads :mod:`npulab.twins` once, here (``twins``: "cython" or "python"), and
     everything of its launch runs on that side: the instruction streams, the timeline
@@ -218,16 +245,24 @@ class Device:
         self.block_dim = block_dim
         self.core_type = core_type
         self.active_cores = min(block_dim, self.chip.cores_for(core_type))
+        self.mix = core_type == "mix" and self.chip.arch == "split"
         self.budget = budget
         self.check_races = self.functional if check_races is None else check_races
         self.twins = twins.side()
         self.streams = twins.pick(_stream, stream, self.twins)            # Budget and Stream
-        self.schedule = twins.pick(_timeline.schedule, timeline.schedule, self.twins)
+        self.Timeline = twins.pick(_timeline.Timeline, timeline.Timeline, self.twins)
         self.moves = formats.moves(self.twins)      # the byte moves and the worker (formats.Moves)
         self.counter = self.streams.Budget(budget)
         self.memo: dict = {}                # derived costs the kernel language works out once a launch
         self.cost = CostModel(self.chip, self.active_cores, core_type)   # what each instruction costs
-        self.cores = [Core(self, c) for c in range(self.active_cores)]
+        G = self.active_cores
+        if self.mix:
+            self.cores = [Core(self, g, "aic") for g in range(G)] + \
+                [Core(self, G + 2 * g + s, "aiv", g, s) for g in range(G) for s in (0, 1)]
+        else:
+            role = "core" if self.chip.arch != "split" else "aiv" if core_type == "aiv" else "aic"
+            self.cores = [Core(self, c, role) for c in range(G)]
+        self.flags = CrossFlags(self)       # cross-core flags (sim/cross_core.py)
         self.gm = GmTraffic(self)           # every GM copy, settled at finish (sim/gm.py)
         self.gm_stats = None
 
@@ -237,7 +272,16 @@ class Device:
         return self.counter.issued
 
     def core_for_block(self, block_idx: int) -> Core:
+        """The core (in a mix launch: the AIC) that runs block ``block_idx``."""
         return self.cores[block_idx % self.active_cores]
+
+    def aic_of(self, group: int) -> int:
+        """Index of the AIC of AI core ``group`` (mix launch)."""
+        return group
+
+    def aivs_of(self, group: int) -> tuple[int, int]:
+        """Indices of the two AIVs of AI core ``group`` (mix launch)."""
+        return self.active_cores + 2 * group, self.active_cores + 2 * group + 1
 
     # -- the run ----------------------------------------------------------------------------
     def recycle_buffers(self, core: "Core | None" = None) -> None:
@@ -259,39 +303,30 @@ class Device:
             core.stream.over_budget = None
             core.device = None
         self.gm.device = None
+        self.flags.device = None
 
     def finish(self):
-        """Schedule every core, check races, and return the Trace."""
+        """Schedule every core, check races, and return the Trace. Cores that cross-core flags
+        connect (a mix launch's AIC and AIVs) are scheduled together (:mod:`.cross_core`),
+        every other core alone; a core's GM copies are then refined against its schedule."""
         from .trace import Trace
-        schedule = self.schedule
         self.gm_stats = self.gm.settle()    # GM copy durations: shared HBM, read/write split, L2
+        done = {}
+        for group in self.flags.components():
+            done.update(self._schedule_group(group))
+        if self.flags:
+            x = self.chip.cross_core
+            check_pending(self.flags, {c: tl for c, (tl, _, _) in done.items()}, x.max_pending,
+                          x.flag_latency_cycles)
         timelines = []
         for core in self.cores:
-            # copies of the columns: ``refine`` rewrites core.dur, and ``dur`` must stay the
-            # durations the last schedule used
-            pipe = np.array(core.pipe, dtype=np.int8)
-            kind = np.array(core.kind, dtype=np.int8)
-            key, lat = np.array(core.key, dtype=np.int64), np.array(core.lat, dtype=np.int64)
-            try:
-                dur = np.array(core.dur, dtype=np.int64)
-                start, end, order, match = schedule(pipe, kind, dur, key, self.chip.issue_cycles, lat)
-                # GM copies: the read/write split only where the two directions overlap
-                for _ in range(GM_ROUNDS):
-                    if not self.gm.refine(core, start):
-                        break
-                    dur = np.array(core.dur, dtype=np.int64)
-                    start, end, order, match = schedule(pipe, kind, dur, key, self.chip.issue_cycles, lat)
-            except DeadlockError as exc:
-                raise self._explain_deadlock(core, exc.blocked) from None
-            if self.check_races and core.accesses:
-                race = races.find_race(np.asarray(core.pipe).tolist(), np.asarray(core.kind).tolist(),
-                                       list(match), order, core.accesses)
-                if race is not None:
-                    raise self._explain_race(core, race)
-            start, end = np.asarray(start), np.asarray(end)
+            tl, dur, _ = done[core.index]
+            start, end = (np.asarray(a) for a in tl.result()[:2])
+            kind = np.asarray(core.kind)
             # when each instruction let its pipe go: work after dur (the rest of its time to
             # ``end`` it was in flight), a set at once, a wait or a barrier at its end
-            busy_end = np.where(kind == Kind.WORK, start + dur, np.where(kind == Kind.SET, start, end))
+            busy_end = np.where(kind == Kind.WORK, start + dur,
+                                np.where((kind == Kind.SET) | (kind == Kind.CROSS_SET), start, end))
             timelines.append((start, end, busy_end))
         if self.check_races:
             race = races.find_block_race(self.gm.block_accesses(),
@@ -300,8 +335,51 @@ class Device:
                 raise self._explain_block_race(race)
         return Trace.from_device(self, timelines)
 
+    def _schedule_group(self, group: list) -> dict:
+        """Schedule the cores ``group`` (indices) together, refine their GM copies, check their
+        races; {core: (Timeline, the durations it used, the cross joins)}."""
+        cores = [self.cores[c] for c in group]
+        # copies of the columns: ``refine`` rewrites core.dur, and ``dur`` must stay the
+        # durations the last schedule used
+        cols = {c.index: (np.array(c.pipe, dtype=np.int8), np.array(c.kind, dtype=np.int8),
+                          np.array(c.key, dtype=np.int64), np.array(c.lat, dtype=np.int64)) for c in cores}
+        latency = self.chip.cross_core.flag_latency_cycles if self.chip.cross_core else 0
+
+        def run():
+            durs = {c: np.array(self.cores[c].dur, dtype=np.int64) for c in group}
+            tls = {c: self.Timeline(cols[c][0], cols[c][1], durs[c], cols[c][2], self.chip.issue_cycles,
+                                    cols[c][3]) for c in group}
+            try:
+                joins = schedule_together(self.flags, group, tls, {c: cols[c][1] for c in group},
+                                          {c: cols[c][2] for c in group}, latency)
+            except DeadlockError as exc:
+                if getattr(exc, "core", None) is None:
+                    raise                           # between cores: explained already
+                raise self._explain_deadlock(self.cores[exc.core], exc.blocked) from None
+            return durs, tls, joins
+
+        durs, tls, joins = run()
+        # GM copies: the read/write split only where the two directions overlap
+        for _ in range(GM_ROUNDS):
+            changed = [c for c in group if self.gm.refine(self.cores[c], tls[c].result()[0])]
+            if not changed:
+                break
+            durs, tls, joins = run()
+        if self.check_races and any(c.accesses for c in cores):
+            streams = [(np.asarray(c.pipe).tolist(), np.asarray(c.kind).tolist(),
+                        list(tls[c.index].result()[3]), tls[c.index].result()[2], c.accesses) for c in cores]
+            local = {c: n for n, c in enumerate(group)}
+            race = races.find_race_cores(streams, {(local[r], i): [(local[s], j) for s, j in src]
+                                                   for (r, i), src in joins.items()})
+            if race is not None:
+                (cj, j), (ci, i) = race[:2]
+                if cj == ci:
+                    raise self._explain_race(cores[ci], (j, i) + tuple(race[2:]))
+                raise self._explain_cross_race(cores[cj], j, cores[ci], i, *race[2:])
+        return {c: (tls[c], durs[c], joins) for c in group}
+
     def describe(self, core: Core, i: int, with_core: bool = False) -> str:
-        where = f"block {core.block[i]}, core {core.index}" if with_core else f"block {core.block[i]}"
+        where = f"block {core.block[i]}, {core.label}" if with_core else f"block {core.block[i]}"
         return f"#{i} {Pipe(int(core.pipe[i])).name} '{core.name[i]}' ({where})"
 
     def _explain_deadlock(self, core: Core, blocked) -> DeadlockError:
@@ -330,6 +408,17 @@ class Device:
             f"a launch run at the same time on different cores, in no fixed order, so nothing "
             f"orders one block's copies before another's. Fix: give each block its own part of "
             f"the tensor (offset it by get_block_idx()), or split the work into two launches.")
+
+    def _explain_cross_race(self, cj: Core, j: int, ci: Core, i: int, buf, lo, hi) -> RaceError:
+        (ca, a), (cb, b) = sorted([(cj, j), (ci, i)], key=lambda x: x[0].index)
+        def what(c, k):
+            w = any(w for bb, l, h, w in c.accesses[k] if bb == buf and l < hi and lo < h)
+            return f"{self.describe(c, k, with_core=True)} {'writes' if w else 'reads'}"
+        return RaceError(
+            f"race between {ca.label} and {cb.label} in {buf} bytes [{lo}, {hi}): {what(ca, a)} and "
+            f"{what(cb, b)} these bytes, and no cross-core flag orders the two: the cores of a mix "
+            f"launch run at the same time. Fix: after the access that must come first, "
+            f"cross_core_set_flag(2, its pipe, id) on its core; before the other, cross_core_wait_flag(id).")
 
     def _explain_race(self, core: Core, race) -> RaceError:
         j, i, buf, lo, hi = race

@@ -1,8 +1,9 @@
 """The closed instruction set of the simulated AI core, grouped by the unit that runs it.
 
-Every call of the kernel language lowers to these. The scheduler only needs four *kinds*
-(plain work, set a flag, wait on a flag, full barrier); the opcode says what the work was, for
-the trace, the energy model and the learner.
+Every call of the kernel language lowers to these. The scheduler only needs six *kinds*
+(plain work, set a flag, wait on a flag, full barrier, and the cross-core set and wait of a
+split chip's AIC and AIV cores); the opcode says what the work was, for the trace, the energy
+model and the learner.
 
 The numbers are declared once, in ``pyx/_isa.pxd``, for the Cython modules and (through
 ``npulab._isa``) for these enums: the names and meanings live here.
@@ -47,6 +48,8 @@ class Kind(IntEnum):
     SET = _K["SET"]                    # set_flag: fires when every earlier instruction of its pipe has finished
     WAIT = _K["WAIT"]                  # wait_flag: its pipe stalls until the matching set has fired
     BARRIER_ALL = _K["BARRIER_ALL"]    # pipe_barrier(PIPE_ALL): waits for every pipe, then lets all continue
+    CROSS_SET = _K["CROSS_SET"]        # cross_core_set_flag: fires as SET does; its waits are on other cores
+    CROSS_WAIT = _K["CROSS_WAIT"]      # cross_core_wait_flag: stalls its pipe until a time another core gives
 
 
 class Op(IntEnum):
@@ -56,6 +59,8 @@ class Op(IntEnum):
     WAIT_FLAG = _O["WAIT_FLAG"]
     BARRIER = _O["BARRIER"]
     MARK = _O["MARK"]                  # zero-cost marker (a queue slot taken without waiting)
+    CROSS_SET_FLAG = _O["CROSS_SET_FLAG"]      # between the AIC and AIV cores of a split chip
+    CROSS_WAIT_FLAG = _O["CROSS_WAIT_FLAG"]
     # scalar
     SCALAR = _O["SCALAR"]
     # data movement

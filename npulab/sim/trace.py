@@ -49,11 +49,12 @@ def _allocations(logs) -> list[Allocation]:
 
 class Trace:
     def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities,
-                 gm_stats: dict | None = None, core_type: str = "aic"):
+                 gm_stats: dict | None = None, core_type: str = "aic", core_labels=None, core_roles=None):
         """allocations: a list of :class:`Allocation`, or a callable returning one (built on
         first use of :attr:`allocations`: most runs, a timing-only search for one, never look).
         core_type: what the kernel was launched as ("aic", "aiv" or "mix", see
-        :meth:`~npulab.chips.ChipSpec.cores_for`)."""
+        :meth:`~npulab.chips.ChipSpec.cores_for`). core_labels / core_roles: what each core is
+        ("AIC 0", "AIV 0.1", "core 2"; "aic", "aiv", "core")."""
         self.chip = chip
         self.mode = mode
         self.block_dim = block_dim
@@ -61,6 +62,9 @@ class Trace:
         for k, v in columns.items():
             setattr(self, k, v)
         self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
+        n = len(self.core_cycles)
+        self.core_labels = list(core_labels) if core_labels is not None else [f"core {c}" for c in range(n)]
+        self.core_roles = list(core_roles) if core_roles is not None else ["core"] * n
         self._allocations = allocations
         self.capacities: dict[str, int] = capacities
         self.gm_stats = dict(gm_stats or {"l2_hits": 0, "l2_misses": 0, "hbm_read_bytes": 0, "gm_write_bytes": 0})
@@ -104,7 +108,8 @@ class Trace:
         columns["route"] = routes
         capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
         return cls(device.chip, device.mode, device.block_dim, columns, core_cycles,
-                   lambda: _allocations(logs), capacities, device.gm_stats, device.core_type)
+                   lambda: _allocations(logs), capacities, device.gm_stats, device.core_type,
+                   [c.label for c in device.cores], [c.role for c in device.cores])
 
     # -- figures ----------------------------------------------------------------------------
     @property
@@ -127,12 +132,14 @@ class Trace:
             raise ArgumentError(f"{what}: core={core!r} is out of range; this trace used cores 0-{ncores - 1}")
         return int(core)
 
-    def busy_cycles(self, core: int | None = None) -> np.ndarray:
+    def busy_cycles(self, core: int | None = None, role: str | None = None) -> np.ndarray:
         """Cycles each pipe was occupied by work (not waiting, not a copy's in-flight latency),
-        summed over ``core`` or over all cores."""
+        summed over ``core``, over the cores of ``role`` ("aic", "aiv"), or over all cores."""
         sel = self.kind == Kind.WORK
         if core is not None:
             sel &= self.core == core
+        if role is not None:
+            sel &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
         busy = np.zeros(NUM_PIPES, dtype=np.int64)
         np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
@@ -144,12 +151,12 @@ class Trace:
         is, and never for a stall)."""
         return self.end - self.busy_end
 
-    def pipe_ratios(self, core: int | None = None) -> dict[str, float]:
+    def pipe_ratios(self, core: int | None = None, role: str | None = None) -> dict[str, float]:
         """msprof PipeUtilization: busy cycles of each pipe / the kernel's cycles (averaged over
-        the cores used when ``core`` is None)."""
-        cores = len(self.core_cycles) if core is None else 1
-        denom = max(1, self.cycles) * cores
-        busy = self.busy_cycles(core)
+        the cores used, or over the cores of ``role``, when ``core`` is None)."""
+        cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
+        denom = max(1, self.cycles) * max(1, cores)
+        busy = self.busy_cycles(core, role)
         return {RATIO_NAMES[Pipe(p)]: float(busy[p]) / denom for p in range(NUM_PIPES)}
 
     def bytes_by_route(self) -> dict[str, int]:
@@ -191,6 +198,11 @@ class Trace:
             "energy_uj": float(self.energy.sum()) * 1e-6,
             "power_w": trace_watts(self),
         }
+        if "aic" in self.core_roles and "aiv" in self.core_roles:
+            # a mix launch: msprof's A2 op_summary gives each side its own ratios (aic_mac_ratio, ...)
+            for role in ("aic", "aiv"):
+                out[f"{role}_cores"] = self.core_roles.count(role)
+                out.update({f"{role}_{k}": v for k, v in self.pipe_ratios(role=role).items()})
         return out
 
     def table(self) -> str:
@@ -199,9 +211,13 @@ class Trace:
         rows = [("chip", s["chip"]), ("cycles", f"{s['cycles']:,}"), ("time", f"{s['time_us']:.2f} us"),
                 ("cores used", s["cores_used"]), ("instructions", f"{s['instructions']:,}")]
         if self.chip.arch == "split":     # on a coupled chip every kernel runs on the same AI cores
-            kind = {"aiv": "AIV (vector cores)", "aic": "AIC (cube cores)", "mix": "MIX (AIC cores)"}
+            kind = {"aiv": "AIV (vector cores)", "aic": "AIC (cube cores)", "mix": "MIX (each block on an AIC and its two AIVs)"}
             rows.insert(4, ("core type", kind[s["core_type"]]))
         rows += [(name, f"{s[name]:.1%}") for name in RATIO_NAMES.values()]
+        if "aic_cores" in s:          # a mix launch: each side's own ratios (msprof's aic_/aiv_)
+            rows += [(f"{role}_{name}", f"{s[f'{role}_{name}']:.1%}") for role, names in
+                     (("aic", ("mac_ratio", "mte2_ratio", "fixpipe_ratio")), ("aiv", ("vec_ratio", "mte2_ratio", "mte3_ratio")))
+                     for name in names]
         rows += [(f"bytes {r}", f"{b:,}") for r, b in s["bytes"].items()]
         rows += [("FLOPs", f"{s['flops']:,}"), ("energy", f"{s['energy_uj']:.3f} uJ"),
                  ("power", f"{s['power_w']:.3g} W (static {self.chip.power.static_watts:g} W included)")]
@@ -219,17 +235,18 @@ class Trace:
         events = []
         for c in range(len(self.core_cycles)):
             events.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
-                           "args": {"name": f"core {c}"}})
+                           "args": {"name": self.core_labels[c]}})
             for p in range(NUM_PIPES):
                 events.append({"ph": "M", "name": "thread_name", "pid": c, "tid": p,
                                "args": {"name": TRACK_NAMES[Pipe(p)]}})
                 events.append({"ph": "M", "name": "thread_sort_index", "pid": c, "tid": p,
                                "args": {"sort_index": p}})
         scale = 1.0 / (self.chip.clock_ghz * 1000.0)
-        for i in np.flatnonzero((self.busy_end > self.start) & (self.kind != Kind.SET)):
+        for i in np.flatnonzero((self.busy_end > self.start) & (self.kind != Kind.SET) & (self.kind != Kind.CROSS_SET)):
             kind = int(self.kind[i])
             events.append({
-                "ph": "X", "name": self.name[i], "cat": "wait" if kind == Kind.WAIT else Op(int(self.op[i])).name,
+                "ph": "X", "name": self.name[i],
+                "cat": "wait" if kind in (Kind.WAIT, Kind.CROSS_WAIT) else Op(int(self.op[i])).name,
                 "pid": int(self.core[i]), "tid": int(self.pipe[i]),
                 "ts": float(self.start[i]) * scale, "dur": float(self.busy_end[i] - self.start[i]) * scale,
                 "args": {"block": int(self.block[i]), "bytes": int(self.nbytes[i]),

@@ -223,6 +223,17 @@ def test_linear_matches_torch(lead, bias, activation, dtype):
     check(G.linear(x, w, c, activation=activation), want, cube_tol(dtype))
 
 
+@pytest.mark.parametrize("fused_op_type, approximate", [("gelu_erf", "none"), ("gelu_tanh", "tanh")])
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_matmul_matches_torch(fused_op_type, approximate, bias):
+    key = f"fmm{fused_op_type}{bias}"
+    a, b = rand((13, 35), np.float16, key + "a"), rand((35, 32), np.float16, key + "b")
+    c = bias_for(32, np.float16, key + "c") if bias else None
+    y = T(a) @ T(b) + (0 if c is None else T(c))
+    check(G.fused_matmul(a, b, bias=c, fused_op_type=fused_op_type), F.gelu(y, approximate=approximate),
+          F64_TAIL)
+
+
 # -- convolutions ----------------------------------------------------------------------------
 
 def _dequant(y, scale, relu):
@@ -373,7 +384,7 @@ def _parameters(fn):
 
 
 def test_every_operator_has_a_golden_and_a_unit():
-    assert len(OPERATORS) == 19
+    assert len(OPERATORS) == 20
     assert sorted(G.__all__) == OPERATORS
     assert sorted(OP_UNIT) == OPERATORS
 

@@ -13,6 +13,7 @@ from npulab.ops import golden
 from npulab.ops.tolerance import OP_UNIT
 
 CHIP = "teach"
+CHIP_OF = {"fused_matmul": "910b"}     # a mix kernel: a split chip's AIC and AIV cores
 F16, F32, I8 = np.float16, np.float32, np.int8
 
 
@@ -82,6 +83,9 @@ def _cases():
                          bias_for(6, dt, "c11")), {}, f"conv3d-{n}"
         yield "conv_transpose2d", (rand((2, 6, 5, 4), dt, "ct1"), rand((6, 3, 3, 3), dt, "ct2"),
                                    bias_for(6, dt, "ct3"), 2, 1, 1, 2), {}, f"conv_transpose2d-{n}"
+    for op_type in ("gelu_erf", "gelu_tanh"):          # split chips only: CHIP_OF
+        yield "fused_matmul", (rand((45, 70), F16, "fm1" + op_type, 0.5), rand((70, 48), F16, "fm2" + op_type)), \
+            {"bias": bias_for(48, F16, "fm3"), "fused_op_type": op_type}, f"fused_matmul-{op_type}-float16"
     scale = np.linspace(0.002, 0.02, 6).astype(np.float32)
     yield "conv2d", (rand((2, 4, 7, 6), I8, "q1"), rand((6, 2, 3, 3), I8, "q2"), rand(6, np.int32, "q3"), 1, 1, 1,
                      2), {"scale": scale, "relu": True}, "conv2d-int8-scale-channel-float16"
@@ -100,5 +104,5 @@ def test_the_cases_cover_every_operator():
 
 @pytest.mark.parametrize("name, args, kwargs", [c[:3] for c in CASES], ids=[c[3] for c in CASES])
 def test_operator_is_within_the_tolerance_table_of_its_golden(name, args, kwargs):
-    out = getattr(ops, name)(*args, chip=CHIP, **kwargs)
+    out = getattr(ops, name)(*args, chip=CHIP_OF.get(name, CHIP), **kwargs)
     assert_close(out, getattr(golden, name)(*args, **kwargs), unit=OP_UNIT[name], err_msg=name)

@@ -149,13 +149,17 @@ class BlockEpilogue:
 
     def __call__(self, c_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int, bias_slot):
         p, s = self.t.problem, self.t.tiles
+        off = batch * p.m * p.n + m_idx * s.tile_m * p.n + n_idx * s.tile_n
+        self.drain_to(c_gm[off:], m, n, p.n, bias_slot)
+
+    def drain_to(self, dst_gm, m: int, n: int, stride: int, bias_slot):
+        """The next block tile from L0C to ``dst_gm`` (row stride ``stride``), + bias, ReLU."""
         c = self.c.deque()
         bias = None
         if bias_slot is not None:
             slot, bias = bias_slot
             wait_flag(PIPE_MTE2, PIPE_FIX, slot)
-        off = batch * p.m * p.n + m_idx * s.tile_m * p.n + n_idx * s.tile_n
-        fixpipe(c_gm[off:], c, m, n, dst_stride=p.n, bias=bias, relu=p.relu)
+        fixpipe(dst_gm, c, m, n, dst_stride=stride, bias=bias, relu=self.t.problem.relu)
         if bias_slot is not None:
             set_flag(PIPE_FIX, PIPE_MTE2, bias_slot[0])
             self.pending[bias_slot[0]] = True

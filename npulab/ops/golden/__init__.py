@@ -26,18 +26,18 @@ module         goldens
 ``vector``     add, mul, relu, gelu, silu, softmax
 ``norm``       layer_norm, rms_norm, batch_norm
 ``pooling``    max_pool2d, avg_pool2d, avg_pool2d_scale
-``matmul``     matmul, batch_matmul, linear
+``matmul``     matmul, batch_matmul, linear, fused_matmul
 ``conv``       conv2d, conv3d, conv_transpose2d, conv2d_bn_relu
 =============  ======================================================================
 """
 from __future__ import annotations
 
 from .conv import conv2d, conv2d_bn_relu, conv3d, conv_transpose2d
-from .matmul import batch_matmul, linear, matmul
+from .matmul import batch_matmul, fused_matmul, linear, matmul
 from .norm import batch_norm, layer_norm, rms_norm
 from .pooling import avg_pool2d, avg_pool2d_scale, max_pool2d
 from .vector import add, gelu, mul, relu, silu, softmax
 
 __all__ = ["add", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
            "max_pool2d", "avg_pool2d", "avg_pool2d_scale", "matmul", "batch_matmul", "conv2d", "conv3d",
-           "conv_transpose2d", "conv2d_bn_relu", "linear"]
+           "conv_transpose2d", "conv2d_bn_relu", "linear", "fused_matmul"]

@@ -1,6 +1,7 @@
 """Goldens of the cube's matrix products: matmul, batch_matmul (a 2-D b is shared by every
-matrix of a) and linear (x W^T + b), each with its FixPipe epilogue (bias, ReLU). float inputs
-multiply in float64; int8 in int64, exactly, and give int32."""
+matrix of a) and linear (x W^T + b), each with its FixPipe epilogue (bias, ReLU), and
+fused_matmul (matmul + GELU). float inputs multiply in float64; int8 in int64, exactly, and give
+int32."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,3 +54,13 @@ def linear(input, weight, bias=None, *, activation=None):
         raise ShapeError(f"linear: input (..., K) and weight (N, K) must agree on K, got {x.shape} "
                          f"and {w.shape}")
     return epilogue(x @ w.T, integer, "linear", bias, relu=activation == "relu")
+
+
+def fused_matmul(a, b, *, bias=None, fused_op_type="gelu_erf"):
+    """GELU(a @ b + bias): a (M, K), b (K, N), bias (N,); "gelu_erf" the exact form, "gelu_tanh"
+    the tanh one; the value ``ops.fused_matmul`` approximates (the kernel rounds a @ b + bias
+    to float16 in its workspace before the GELU: within the cube's float16 row)."""
+    from .vector import gelu
+    if fused_op_type not in ("gelu_erf", "gelu_tanh"):
+        raise ShapeError(f"fused_matmul: fused_op_type must be 'gelu_erf' or 'gelu_tanh', got {fused_op_type!r}")
+    return gelu(matmul(a, b, bias=bias), "none" if fused_op_type == "gelu_erf" else "tanh")
