@@ -21,8 +21,8 @@ import importlib
 
 from .chips import ChipSpec, chip_names, chips, get_chip, load_chip
 from .errors import (AlignmentError, ArgumentError, ArgumentTypeError, BufferOverflowError, ChipFileError,
-                     ContextError, CoreTypeError, DeadlockError, ExportError, GraphError, InstructionBudgetError,
-                     NpuError, RaceError, ShapeError, SyncError, UnsupportedOpError)
+                     ContextError, CoreTypeError, DataPathError, DeadlockError, ExportError, GraphError,
+                     InstructionBudgetError, NpuError, RaceError, ShapeError, SyncError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 
@@ -44,5 +44,5 @@ def __dir__():
 
 __all__ = ["ChipSpec", "chip_names", "chips", "get_chip", "load_chip", "AlignmentError", "ArgumentError",
            "ArgumentTypeError", "BufferOverflowError", "ChipFileError", "ContextError", "CoreTypeError",
-           "DeadlockError", "ExportError", "GraphError", "InstructionBudgetError", "NpuError", "RaceError",
-           "ShapeError", "SyncError", "UnsupportedOpError", "__version__"]
+           "DataPathError", "DeadlockError", "ExportError", "GraphError", "InstructionBudgetError", "NpuError",
+           "RaceError", "ShapeError", "SyncError", "UnsupportedOpError", "__version__"]

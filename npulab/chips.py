@@ -22,12 +22,19 @@ BUFFERS = ("l1", "l0a", "l0b", "l0c", "ub")
 #: "aic" a cube kernel, "aiv" a vector-only kernel, "mix" one that uses both.
 CORE_TYPES = ("aic", "aiv", "mix")
 
+#: How the cube's result leaves L0C (``[cube] output_path``): "fixpipe", FixPipe to GM or L1 with
+#: its epilogue on the way (910B, the teaching chip); "ub", DataCopy L0C -> UB on the vector
+#: pipe with the accumulator as it is, the epilogue on the vector unit, MTE3 to GM (910);
+#: "ub_convert", the same with the cast, a scalar dequantisation and ReLU on the way into UB (310).
+OUTPUT_PATHS = ("fixpipe", "ub", "ub_convert")
+
 
 @dataclass(frozen=True)
 class CubeSpec:
     macs_per_cycle_fp16: int
     macs_per_cycle_int8: int
     startup_cycles: int
+    output_path: str            # one of OUTPUT_PATHS
 
 
 @dataclass(frozen=True)
@@ -253,6 +260,9 @@ def load_chip(path: str | Path) -> ChipSpec:
     spec = ChipSpec(**_check_fields(ChipSpec, table, "", origin), source=str(path))
     if spec.arch not in _ARCHS:
         raise ChipFileError(f"{origin}: field 'arch' must be one of {_ARCHS}, got {spec.arch!r}")
+    if spec.cube.output_path not in OUTPUT_PATHS:
+        raise ChipFileError(f"{origin}: field 'cube.output_path' must be one of {OUTPUT_PATHS}, got "
+                            f"{spec.cube.output_path!r}")
     for name in ("ai_cores", "clock_ghz", "issue_cycles", "event_ids"):
         if getattr(spec, name) <= 0:
             raise ChipFileError(f"{origin}: field '{name}' must be positive, got {getattr(spec, name)!r}")

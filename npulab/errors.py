@@ -43,6 +43,11 @@ class CoreTypeError(NpuError, ValueError):
     """A kernel uses a unit or buffer its core type does not have (L1 or the cube on an AIV core)."""
 
 
+class DataPathError(NpuError, ValueError):
+    """An instruction moves data along a path the chip does not have (FixPipe on a chip whose
+    cube output leaves L0C through the vector unit)."""
+
+
 class BufferOverflowError(NpuError, MemoryError):
     """An allocation does not fit into an on-chip buffer."""
 

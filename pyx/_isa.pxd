@@ -41,6 +41,7 @@ cdef enum:
     OP_COPY_L1_TO_UB = 25
     OP_COPY_UB_TO_UB = 26
     OP_FIXPIPE = 27
+    OP_COPY_L0C_TO_UB = 28   # coupled chips: L0C -> UB on the vector pipe (DataCopy CO1 -> CO2)
     OP_VEC_BINARY = 40
     OP_VEC_SCALAR = 41
     OP_VEC_UNARY = 42

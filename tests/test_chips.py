@@ -78,11 +78,18 @@ def test_every_figure_has_a_source_or_says_chosen():
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "E1", "E2", "C1", "C2", "3rd", "press", "chosen",
+                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "E1", "E2", "C1", "C2", "3rd", "press", "chosen",
                         "derived", "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
                     code.split("=")[0].strip() == "vector_cores", f"{path.name}:{n} has no source: {line}"
+
+
+def test_which_chips_have_fixpipe():
+    """Fixpipe.md (S13) lists the A2/A3 series: the 910B drains L0C through FixPipe, the 910 and
+    310 through UB; the teaching chip keeps FixPipe (chosen)."""
+    paths = {c: npulab.get_chip(c).cube.output_path for c in ("910", "310", "910b", "teach")}
+    assert paths == {"910": "ub", "310": "ub_convert", "910b": "fixpipe", "teach": "fixpipe"}
 
 
 def test_buffers_and_alignment_from_facts():
@@ -119,6 +126,8 @@ def test_user_chip_file_loads_by_path(tmp_path):
     (lambda t: t.replace("max_repeat = 255", "max_repeat = 0"), "vector.max_repeat"),
     (lambda t: t.replace("repeat_bytes = 256", "repeat_bytes = 1"), "vector.repeat_bytes"),
     (lambda t: t.replace("macs_per_cycle_fp16 = 4096", "macs_per_cycle_fp16 = 0"), "cube.macs_per_cycle_fp16"),
+    (lambda t: t.replace('output_path = "fixpipe"', 'output_path = "gm"'), "cube.output_path"),   # not a path
+    (lambda t: t.replace('output_path = "fixpipe"', ""), "cube.output_path"),                      # missing
 ])
 def test_bad_chip_file_names_the_field(tmp_path, edit, field):
     text = edit((CHIP_DIR / "teach.toml").read_text())

@@ -16,7 +16,9 @@ The cube, each family a package of problem, tiling, kernel and search:
 
 * :mod:`~.matmul` (MatMul, BatchMatMul, MatMul+BiasAdd(+ReLU), int8);
 * :mod:`~.conv` (Conv2d/Conv3d through img2col, ConvTranspose2d, grouped and depthwise, a
-  per-channel epilogue in FixPipe, C04, strided reads).
+  per-channel epilogue, C04, strided reads);
+* :mod:`~.epilogue`: both families' epilogue on a chip with no FixPipe (the 910, 310): the
+  block tile through UB, the vector unit doing what FixPipe does elsewhere.
 
 The teaching kernels the labs run, beside the real operators and simpler than them on purpose
 (each says how), are :mod:`~.examples`: lab 03's row scale, lab 04's SiLU single and double

@@ -41,8 +41,10 @@ from ..sim.cost import lower_bound_cycles
 
 CACHE_ENV = "NPULAB_TILING_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
-#: 4: one cache for every family (matmul tuned, conv tuned and default); older files are ignored
-CACHE_VERSION = 4
+#: 4: one cache for every family (matmul tuned, conv tuned and default); older files are ignored.
+#: 5: on the 910 and 310 the cube's output goes through UB (the epilogue on the vector unit, UB in
+#: the tilings' demand): tilings and cycles found before are not those chips' any more
+CACHE_VERSION = 5
 DEFAULT_LIMIT = 12           # candidates :func:`tune` simulates
 PROGRESS_MIN = 4             # show the bar from this many candidates on
 

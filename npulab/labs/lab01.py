@@ -96,13 +96,15 @@ def print_core(chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
             ("MTE2", p.mte2_bytes_per_cycle, p.mte2_startup_cycles, "GM -> L1 or UB"),
             ("MTE1", p.mte1_bytes_per_cycle, p.mte1_startup_cycles, "L1 -> L0A / L0B"),
             ("MTE3", p.mte3_bytes_per_cycle, p.mte3_startup_cycles, "UB -> GM"),
-            ("FIXP", p.fix_bytes_per_cycle, p.fix_startup_cycles,
-             "L0C -> GM or L1" + (" (*)" if chip.arch == "coupled" else ""))]:
+            ("FIXP", p.fix_bytes_per_cycle, p.fix_startup_cycles, "L0C -> GM or L1")]:
+        if name == "FIXP" and chip.cube.output_path != "fixpipe":
+            print(f"{name:6} {'-':>11} {'-':>8}  none on this chip (*)")
+            continue
         print(f"{name:6} {bw:>11g} {start:>8}  {what}")
-    if chip.arch == "coupled":
-        print(f"(*) the 910B's FixPipe, which the simulator models on every chip. On a real coupled chip "
-              f"such as\n    the {chip.name} (cube and vector units in one core) there is no such path: "
-              f"L0C drains through the\n    vector unit into UB, and MTE3 writes the result to GM.")
+    if chip.cube.output_path != "fixpipe":
+        print(f"(*) the {chip.name} has no FixPipe: L0C drains through the vector unit into UB (at "
+              f"{chip.vector.bytes_per_cycle} bytes a\n    cycle, the vector pipe), the epilogue runs on "
+              f"the vector unit, and MTE3 writes the result to GM.")
     print(f"\nGM: {chip.memory.gm_bytes_per_cycle:g} bytes a cycle for the whole chip "
           f"({chip.gm_bandwidth_gbs:g} GB/s), shared by the cores that copy at once")
     print(f"cube: {chip.cube.macs_per_cycle_fp16} fp16 MACs a cycle; vector: "

@@ -131,17 +131,19 @@ def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = DEFA
 def core_timeline(name: str, batch: int, chip: str = DEFAULT_CHIP, core: int = 0) -> dict:
     """Layer ``name`` at ``batch``, default tiling, timing mode, on ``core``: when its first
     mmad starts and its last ends, when the core finishes, its block tiles, and the busy cycles
-    of MTE2 (GM -> L1), MTE1 (img2col and weight loads into L0), the cube and FixPipe."""
+    of MTE2 (GM -> L1), MTE1 (img2col and weight loads into L0), the cube and the output's path:
+    FixPipe, or on a chip without one the vector unit (L0C -> UB, the epilogue) and MTE3."""
     c = get_chip(chip)
     t = default_tiling(layer_problem(name, batch), c)
     tr = simulate(t, c)
     on = (tr.core == core) & (tr.kind == int(Kind.WORK)) & (tr.end > tr.start)
     mm = np.flatnonzero(on & (tr.pipe == int(HwPipe.M)))
     busy = tr.busy_cycles(core)
+    out = (HwPipe.FIX,) if c.cube.output_path == "fixpipe" else (HwPipe.V, HwPipe.MTE3)
     return {"layer": name, "batch": batch, "tiles": len(block_work(t, core)),
             "first_mmad": int(tr.start[mm].min()), "last_mmad_end": int(tr.end[mm].max()),
             "end": int(tr.core_cycles[core]), "cycles": int(tr.cycles),
-            "busy": {p.name: int(busy[p]) for p in (HwPipe.MTE2, HwPipe.MTE1, HwPipe.M, HwPipe.FIX)}}
+            "busy": {p.name: int(busy[p]) for p in (HwPipe.MTE2, HwPipe.MTE1, HwPipe.M) + out}}
 
 
 def print_batch_table(rows) -> None:

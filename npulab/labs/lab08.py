@@ -3,14 +3,14 @@ whose epilogue the learner fuses.
 
 * :func:`conv_bn_relu`: Conv+BN+ReLU as one kernel against conv, BatchNorm and ReLU apart
   (:func:`npulab.bench.conv.fused_vs_separate`), as rows of a table;
-* :func:`matmul_bias_relu`: MatMul with bias and ReLU in FixPipe against MatMul, a broadcast
-  Add and a ReLU; :func:`pool_scale`: AvgPool x scale in one kernel against AvgPool then Mul;
+* :func:`matmul_bias_relu`: MatMul with bias and ReLU in its epilogue (FixPipe, or the vector
+  unit on the 910) against MatMul, a broadcast Add and a ReLU; :func:`pool_scale`: AvgPool x scale in one kernel against AvgPool then Mul;
 * :func:`epilogue_kernel`, :func:`run_epilogue`: a matmul (the lab 05 template's block
   scheduler and block mmad) whose epilogue is a function the learner writes, with the bias of
   each n tile brought into L1 by the template (MTE2 -> FIX handshake through flags);
   :func:`fused_epilogue_reference` is one;
 * :func:`bn_fold_reference`, :func:`run_conv_bn_relu`: BatchNorm folded into the per-channel
-  scale and offset FixPipe applies, run on the conv kernel.
+  scale and offset the epilogue applies, run on the conv kernel.
 
 The checks hold both exercises' outputs to the goldens of :mod:`npulab.ops.golden`
 (``conv2d_bn_relu``, ``matmul`` with bias and ReLU).
@@ -43,10 +43,14 @@ BYTES_LAYER, BYTES_BATCH = "layer2.0.conv2", 16
 LINEAR_SHAPE = (4096, 3072, 768)
 #: Pool+Scale: a 2 x 2 average pool over ResNet-sized maps
 POOL_SHAPE, POOL_SCALE = (8, 256, 28, 28), 0.5
-#: the epilogue exercise: fp16 matmuls on the 910, a small one checked against numpy and a
-#: larger one (several block tiles a core) timed
+#: the epilogue exercise: fp16 matmuls on the 910B, whose FixPipe the exercise programs (the 910
+#: has none: there the template's epilogue runs on the vector unit, npulab.kernels.epilogue), a
+#: small one checked against numpy and a larger one (several block tiles a core) timed
+EPI_CHIP = "910b"
 EPI_SHAPE, EPI_PERF_SHAPE = (512, 1024, 128), (2048, 2048, 256)
-EPI_RECIPE = (128, 256, 256, 64, 2, 2, 2)
+#: block tiles of 128 x 128: two of them in fp32 fill the 910B's 128 KiB L0C, so FixPipe drains one
+#: while the cube computes the next
+EPI_RECIPE = (128, 128, 256, 64, 2, 2, 2)
 BIAS_SLOTS = 2
 
 
@@ -209,7 +213,7 @@ def epilogue_kernel(epilogue):
     return kernel
 
 
-def epilogue_tiling(shape=EPI_SHAPE, chip=CHIP):
+def epilogue_tiling(shape=EPI_SHAPE, chip=EPI_CHIP):
     m, n, k = shape
     return make_tiling(MatmulProblem(1, m, n, k, "float16", has_bias=True, relu=True), chip, EPI_RECIPE)
 
@@ -223,7 +227,7 @@ def epilogue_inputs(shape=EPI_SHAPE, seed: int = SEED):
     return a, b, bias
 
 
-def run_epilogue(epilogue, shape=EPI_SHAPE, chip=CHIP, mode: str = "functional"):
+def run_epilogue(epilogue, shape=EPI_SHAPE, chip=EPI_CHIP, mode: str = "functional"):
     """Run the matmul with ``epilogue`` on fp16 A (m, k), B (k, n) and an fp32 bias. Returns
     (C fp16 (m, n) or None in timing mode, trace, (a, b, bias))."""
     t = epilogue_tiling(shape, chip)

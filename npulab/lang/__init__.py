@@ -7,16 +7,19 @@ A vector kernel reads like its Ascend C original::
     x = in_x.alloc_tensor(np.float16); data_copy(x, x_gm[i * TILE:], TILE); in_x.enque(x)
     x = in_x.deque(); ...; in_x.free_tensor(x)
 
-and runs with ``launch(kernel, block_dim, *args, chip="910")``.
+and runs with ``launch(kernel, block_dim, *args, chip="910")``. A cube kernel drains L0C through
+FixPipe (``fixpipe``) on the chips that have one (910B, the teaching chip), and through UB
+(``data_copy_l0c2ub``, the vector unit, ``data_copy_nz2nd``) on the 910 and 310 (``output_path``).
 
 The vector ``min``, ``max`` and ``abs`` (Ascend C ``Min``, ``Max``, ``Abs``) are ``lang.min``
 and so on; ``from npulab.lang import *`` leaves them out, so Python's own ``min``, ``max`` and
 ``abs`` keep working in the kernel's loops.
 """
-from .context import get_block_idx, get_block_num
-from .copy import data_copy, data_copy_pad
+from .context import get_block_idx, get_block_num, running_chip
+from .copy import data_copy, data_copy_pad, data_copy_strided
 from .cube import data_copy_nd2nz, fixpipe, load_data, mmad
-from .conv_load import data_copy_strided, fixpipe_channelwise, load_3d  # noqa: F401 (img2col path)
+from .conv_load import fixpipe_channelwise, load_3d  # noqa: F401 (img2col path)
+from .drain_ub import data_copy_l0c2ub, data_copy_nz2nd, output_path
 from .launch import LaunchResult, launch
 from .pipe import Queue, TBuf, TPipe
 from .sync import (PIPE_ALL, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
@@ -31,13 +34,14 @@ from .vector_rows import (add_per_col, add_per_row, div_per_row, fused_mul_add_p
                           sub_per_row)
 
 __all__ = [
-    "get_block_idx", "get_block_num", "data_copy", "data_copy_pad", "LaunchResult", "launch",
+    "get_block_idx", "get_block_num", "running_chip", "data_copy", "data_copy_pad", "LaunchResult", "launch",
     "TPipe", "Queue", "TBuf", "PIPE_ALL", "PIPE_FIX", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
     "PIPE_S", "PIPE_V", "pipe_barrier", "set_flag", "wait_flag", "A1", "A2", "B1", "B2", "CO1", "CO2",
     "VECCALC", "VECIN", "VECOUT", "GlobalTensor", "LocalTensor", "Position", "add", "adds",
     "cast", "div", "duplicate", "exp", "ln", "maxs", "mins", "mul", "muls",
     "reciprocal", "reduce_max", "reduce_sum", "relu", "sqrt", "sub",
-    "data_copy_nd2nz", "load_data", "mmad", "fixpipe",
+    "data_copy_nd2nz", "load_data", "mmad", "fixpipe", "data_copy_strided", "data_copy_l0c2ub",
+    "data_copy_nz2nd", "output_path",
     "reduce_sum_rows", "reduce_max_rows", "add_per_row", "sub_per_row", "mul_per_row", "div_per_row",
     "add_per_col", "sub_per_col", "mul_per_col", "max_per_col", "gather",
     "fused_mul_add", "fused_mul_add_const", "mul_add_dst", "fused_mul_add_per_row", "fused_mul_add_per_col",

@@ -45,6 +45,12 @@ def get_block_idx() -> int:
     return current().block_idx
 
 
+def running_chip():
+    """The ChipSpec the kernel runs on (a real kernel is compiled for its chip, and branches on
+    what the chip has at compile time)."""
+    return current().device.chip
+
+
 def get_block_num() -> int:
     """How many blocks the kernel was launched with (Ascend C ``GetBlockNum()``)."""
     return current().block_num

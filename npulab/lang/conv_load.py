@@ -6,7 +6,7 @@ call                        pipe   what it does (Ascend C name)
 ==========================  =====  ==============================================================
 ``data_copy_strided``       MTE2   GM -> L1 (or UB): ``block_count`` bursts of ``block_len``
                                    elements, source and destination strides between bursts
-                                   (DataCopy + DataCopyParams)
+                                   (DataCopy + DataCopyParams; :mod:`npulab.lang.copy`)
 ``load_3d``                 MTE1   L1 feature map (NC1HWC0 slab) -> L0A in ZZ, expanding img2col
                                    on the way (LoadData + LoadData3DParamsV2, SetFmatrix)
 ``fixpipe_channelwise``     FIX    L0C -> GM / UB in ND with per-channel ``scale`` / ``offset``
@@ -39,15 +39,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import formats as F
-from ..arch import BLOCK_BYTES, FRACTAL_ROWS, round_up
+from ..arch import FRACTAL_ROWS, round_up
 from ..errors import ShapeError
 from ..sim.cost import copy_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
+from .copy import data_copy_strided  # noqa: F401 (the slab's copy, re-exported)
 from .cube import drain
-from .tensor import GlobalTensor, LocalTensor
+from .tensor import LocalTensor
 
-_MTE1, _MTE2, _WORK = int(Pipe.MTE1), int(Pipe.MTE2), int(Kind.WORK)
+_MTE1, _WORK = int(Pipe.MTE1), int(Kind.WORK)
 
 
 def _need_local(t, where, what):
@@ -55,74 +56,6 @@ def _need_local(t, where, what):
         raise ShapeError(f"{what}: expected a LocalTensor in {' or '.join(where)}, got {type(t).__name__}")
     if t.buffer.name not in where:
         raise ShapeError(f"{what}: '{t.owner}' is in {t.buffer.name}; expected a tensor in {' or '.join(where)}")
-
-
-# -- GM <-> L1 / UB with strides -------------------------------------------------------------
-def data_copy_strided(dst, src, block_count: int, block_len: int,
-                      src_stride: int | None = None, dst_stride: int | None = None) -> None:
-    """Copy ``block_count`` bursts of ``block_len`` elements from GM to L1 or UB, or from UB to
-    GM (Ascend C ``DataCopy(dst, src, DataCopyParams{blockCount, blockLen, srcStride,
-    dstStride})``): burst j reads ``src[j * src_stride:][:block_len]`` and writes
-    ``dst[j * dst_stride:]``. Strides are in elements from burst start to burst start (default
-    ``block_len``: packed); every burst must be whole 32-byte blocks, and so must the stride on
-    the on-chip side. One instruction, one start-up: this is how a feature-map slab (C1 blocks
-    of rows x W x C0) or a FRACTAL_Z weight window reaches L1, and how rows of a tile in UB go
-    to the rows of a wider matrix in GM (MTE3)."""
-    what = "data_copy_strided"
-    out = isinstance(dst, GlobalTensor)
-    gm, local = (dst, src) if out else (src, dst)
-    if not isinstance(gm, GlobalTensor):
-        raise ShapeError(f"{what}: one side must be a GlobalTensor, got {type(src).__name__} -> "
-                         f"{type(dst).__name__}")
-    _need_local(local, ("UB",) if out else ("L1", "UB"), what)
-    if src.dtype != dst.dtype:
-        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert")
-    cnt, ln = int(block_count), int(block_len)
-    ss = ln if src_stride is None else int(src_stride)
-    ds = ln if dst_stride is None else int(dst_stride)
-    if cnt < 1 or ln < 1 or ss < ln or ds < ln:
-        raise ShapeError(f"{what}: block_count={cnt}, block_len={ln}, src_stride={ss}, dst_stride={ds}: "
-                         f"need positive counts and strides of at least block_len")
-    item = dst.itemsize
-    if (ln * item) % BLOCK_BYTES or ((ss if out else ds) * item) % BLOCK_BYTES:
-        raise ShapeError(f"{what}: a burst of {ln} x {dst.dtype} ({ln * item} B) and the on-chip stride of "
-                         f"{(ss if out else ds) * item} B must be whole {BLOCK_BYTES}-byte blocks")
-    span_src, span_dst = (cnt - 1) * ss + ln, (cnt - 1) * ds + ln
-    if span_src > src.size:
-        raise ShapeError(f"{what}: the bursts reach {span_src} elements past {src!r}, which holds {src.size}")
-    if span_dst > dst.size:
-        raise ShapeError(f"{what}: the bursts need {span_dst} elements of {dst!r}, which holds {dst.size}")
-    ctx = current()
-    dev, core = ctx.device, ctx.core
-    if dev.functional and gm.root.data is not None:
-        s = np.lib.stride_tricks.as_strided(src.numpy() if out else src.root.data[src.offset:],
-                                            shape=(cnt, ln), strides=(ss * item, item))
-        d = np.lib.stride_tricks.as_strided(dst.numpy(write=True) if out else dst.numpy(),
-                                            shape=(cnt, ln), strides=(ds * item, item))
-        d[...] = s
-    moved = cnt * ln * item
-    lvl = local.buffer.name
-    pipe = Pipe.MTE3 if out else _MTE2
-    dur, lat = dev.cost.copy(pipe, moved, True)
-
-    def bursts(t, stride):                     # the bursts only, not the gaps between them
-        name, b0 = (f"GM:{t.name}", t.offset * item) if isinstance(t, GlobalTensor) else (t.buffer.name, t.offset)
-        if stride > ln and cnt > 1:
-            return [(name, b0 + j * stride * item, b0 + (j * stride + ln) * item) for j in range(cnt)]
-        return [(name, b0, b0 + ((cnt - 1) * stride + ln) * item)]
-    if dev.check_races:
-        reads, writes = bursts(src, ss), bursts(dst, ds)
-    else:
-        reads, writes = (), ()
-    route = f"{lvl}->GM" if out else f"GM->{lvl}"
-    op = Op.COPY_UB_TO_GM if out else (Op.COPY_GM_TO_L1 if lvl == "L1" else Op.COPY_GM_TO_UB)
-    i = core.issue(pipe, _WORK, int(op), dur, lat=lat, name=f"{what} {cnt}x{ln} {route}", nbytes=moved,
-                   energy=copy_energy_pj(dev.chip, "GM" if not out else lvl, lvl if not out else "GM", moved),
-                   route=route, reads=reads, writes=writes)
-    if out:
-        dev.gm.write(core, i, pipe, moved, (f"GM:{dst.name}", dst.offset * item, ln * item, ds * item, cnt))
-    else:
-        dev.gm.read(core, i, moved, (src.name, src.offset, cnt, ln, ss))
 
 
 # -- the fmatrix ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ any element count, padding the on-chip side to the next block.
 """
 from __future__ import annotations
 
+import numpy as np
 
 from ..arch import BLOCK_BYTES, round_up
 from ..errors import AlignmentError, ShapeError
@@ -94,3 +95,103 @@ def data_copy_pad(dst, src, count: int, pad_value=0) -> None:
     """Copy any number of elements. Into UB/L1 the last 32-byte block is filled with
     ``pad_value``; out to GM only ``count`` elements are written (Ascend C ``DataCopyPad``)."""
     _copy(dst, src, count, "data_copy_pad", padded=True, pad_value=pad_value)
+
+
+# -- DataCopy with DataCopyParams: bursts and strides --------------------------------------------
+_STRIDED = {r: _ROUTES[r] for r in (("GM", "L1"), ("GM", "UB"), ("UB", "GM"), ("UB", "UB"))}
+
+
+def _bursts(t, cnt: int, ln: int, stride: int, write: bool):
+    """The (cnt, ln) view of ``t``'s bursts (burst j from element j * stride), or None when a GM
+    tensor has no data (timing mode)."""
+    if isinstance(t, GlobalTensor):
+        data = t.writable() if write else t.data
+        if data is None:
+            return None
+        data = data[t.offset:]
+    else:
+        data = t.numpy()
+    return np.lib.stride_tricks.as_strided(data, shape=(cnt, ln), strides=(stride * t.itemsize, t.itemsize))
+
+
+def data_copy_strided(dst, src, block_count: int, block_len: int, src_stride: int | None = None,
+                      dst_stride: int | None = None) -> None:
+    """Copy ``block_count`` bursts of ``block_len`` elements (Ascend C ``DataCopy(dst, src,
+    DataCopyParams{blockCount, blockLen, srcStride, dstStride})``): burst j reads
+    ``src[j * src_stride:][:block_len]`` and writes ``dst[j * dst_stride:]``. Strides are in
+    elements from burst start to burst start (default ``block_len``: packed). One instruction,
+    one start-up. Routes, by where src and dst are:
+
+    * GM -> L1 or UB on MTE2: how a feature-map slab (C1 blocks of rows x W x C0) or a FRACTAL_Z
+      weight window reaches L1;
+    * UB -> GM on MTE3: how the coupled chips write an NZ tile out as ND rows
+      (:func:`npulab.lang.drain_ub.data_copy_nz2nd`). A burst whose length is not whole 32-byte
+      blocks writes only its ``block_len`` elements to GM (DataCopyPad's byte-long blocks);
+    * UB -> UB on the vector pipe (DataCopy VECIN -> VECOUT), pipelined as a vector instruction.
+
+    On chip every burst starts on a 32-byte block, and into L1 / UB it is whole blocks."""
+    what = "data_copy_strided"
+    if not isinstance(dst, (GlobalTensor, LocalTensor)) or not isinstance(src, (GlobalTensor, LocalTensor)):
+        raise ShapeError(f"{what}: dst and src must be GlobalTensor or LocalTensor, got "
+                         f"{type(dst).__name__} and {type(src).__name__}")
+    route = (_level(src), _level(dst))
+    if route not in _STRIDED:
+        raise ShapeError(f"{what}: no strided path from {route[0]} to {route[1]}; it runs "
+                         f"{', '.join(f'{a}->{b}' for a, b in _STRIDED)}")
+    if src.dtype != dst.dtype:
+        raise ShapeError(f"{what}: src is {src.dtype} and dst is {dst.dtype}; a copy does not convert")
+    cnt, ln = int(block_count), int(block_len)
+    ss = ln if src_stride is None else int(src_stride)
+    ds = ln if dst_stride is None else int(dst_stride)
+    if cnt < 1 or ln < 1 or ss < ln or ds < ln:
+        raise ShapeError(f"{what}: block_count={cnt}, block_len={ln}, src_stride={ss}, dst_stride={ds}: "
+                         f"need positive counts and strides of at least block_len")
+    item = dst.itemsize
+    for t, stride in ((src, ss), (dst, ds)):
+        if isinstance(t, LocalTensor) and ((stride * item) % BLOCK_BYTES
+                                           or (t is dst and (ln * item) % BLOCK_BYTES)):
+            raise ShapeError(f"{what}: a burst of {ln} x {dst.dtype} ({ln * item} B) and a stride of "
+                             f"{stride * item} B in {t.buffer.name} must be whole {BLOCK_BYTES}-byte blocks")
+    span_src, span_dst = (cnt - 1) * ss + ln, (cnt - 1) * ds + ln
+    if span_src > src.size:
+        raise ShapeError(f"{what}: the bursts reach {span_src} elements past {src!r}, which holds {src.size}")
+    if span_dst > dst.size:
+        raise ShapeError(f"{what}: the bursts need {span_dst} elements of {dst!r}, which holds {dst.size}")
+    ctx = current()
+    dev, core = ctx.device, ctx.core
+    pipe = _STRIDED[route][0]
+    if dev.functional:
+        s = _bursts(src, cnt, ln, ss, False)
+        d = _bursts(dst, cnt, ln, ds, True) if s is not None else None
+        if d is not None:
+            d[...] = s
+    moved = cnt * (ln * item if route[1] == "GM" else round_up(ln * item, BLOCK_BYTES))
+    reads, writes = [src.byte_range(span_src)], [dst.byte_range(span_dst)]
+    if dev.check_races and ds > ln and cnt > 1 and isinstance(dst, LocalTensor):
+        b0 = dst.offset                     # the bursts only, not the gaps between them
+        writes = [(dst.buffer.name, b0 + j * ds * item, b0 + (j * ds + ln) * item) for j in range(cnt)]
+    if pipe == Pipe.V:
+        vector_hazard(core, reads, writes)
+    gm = (src.name, src.offset, cnt, ln, ss) if route[0] == "GM" else \
+        (f"GM:{dst.name}", dst.offset * item, ln * item, ds * item, cnt) if route[1] == "GM" else None
+    issue_strided(dev, core, route, moved, f"{what} {cnt}x{ln} {route[0]}->{route[1]}", reads, writes, gm)
+
+
+def issue_strided(dev, core, route: tuple, moved: int, name: str, reads, writes, gm) -> None:
+    """Issue one strided copy of ``moved`` bytes on ``route`` (a key of the copy routes) and
+    record its GM side: ``gm`` is the read's key (GM -> on chip) or the written rows (GM name,
+    first byte, bytes a row, bytes row to row, rows) of a write."""
+    pipe, op = _STRIDED[route]
+    key = ("strided", route, moved)          # a tile's copies repeat a few sizes: priced once a launch
+    priced = dev.memo.get(key)
+    if priced is None:
+        dur, lat = dev.cost.copy(pipe, moved, True) if pipe != Pipe.V else dev.cost.ub_copy(moved)
+        priced = dev.memo[key] = (dur, lat, copy_energy_pj(dev.chip, route[0], route[1], moved),
+                                  f"{route[0]}->{route[1]}")
+    dur, lat, energy, text = priced
+    i = core.issue(pipe, Kind.WORK, op, dur, lat=lat, name=name, nbytes=moved, energy=energy, route=text,
+                   reads=reads, writes=writes)
+    if route[0] == "GM":
+        dev.gm.read(core, i, moved, gm)
+    elif route[1] == "GM":
+        dev.gm.write(core, i, pipe, moved, gm)

@@ -10,6 +10,10 @@ call                        pipe   what it does (Ascend C name)
                                    ReLU and the cast to the output dtype on the way (Fixpipe)
 ==========================  =====  ==============================================================
 
+FixPipe exists only on chips whose ``[cube] output_path`` is "fixpipe" (the 910B, the teaching
+chip). On the 910 and 310 the result leaves L0C through the vector unit into UB and MTE3
+writes it to GM: :mod:`npulab.lang.drain_ub`; ``fixpipe`` there is a DataPathError.
+
 Formats are in :mod:`npulab.formats`. A format change costs nothing beyond the move that does
 it: each instruction moves the padded fractal bytes at its pipe's rate. The cube runs one
 fractal step a cycle: 16 x 16 x K0 MACs (K0 = 16 fp16: 4096 MAC/cycle; 32 int8: 8192; 8 fp32,
@@ -32,7 +36,7 @@ import numpy as np
 
 from .. import formats as F
 from ..arch import ACC_DTYPE, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
-from ..errors import AlignmentError, ShapeError
+from ..errors import AlignmentError, DataPathError, ShapeError
 from ..sim.cost import copy_energy_pj, mmad_cost, mmad_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
@@ -282,6 +286,20 @@ def fixpipe(dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = N
           scale_name="deq_scale")
 
 
+def check_out_tile(what: str, src: LocalTensor, dst, m: int, n: int, rows: int, stride: int) -> int:
+    """A ShapeError unless ``src`` holds an (m, n) NZ tile of ``rows`` rows a fractal column and the
+    tile fits ``dst`` with row stride ``stride`` elements; returns the elements of dst it spans."""
+    need = ceil_div(n, FRACTAL_ROWS) * rows * FRACTAL_ROWS
+    if need > src.size:
+        raise ShapeError(f"{what}: the {m} x {n} tile in NZ ({rows} rows a fractal column) takes {need} "
+                         f"elements; '{src.owner}' in {src.buffer.name} holds {src.size}")
+    span = (m - 1) * stride + n
+    if span > dst.size:
+        raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
+                         f"of dst, which holds {dst.size}")
+    return span
+
+
 def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
           bias: LocalTensor | None = None, scale=None, offset: LocalTensor | None = None,
           relu: bool = False, scale_name: str = "scale") -> None:
@@ -293,6 +311,14 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
     ``bias`` (acc dtype), ``scale`` and ``offset`` (float32) are LocalTensors of n values in L1;
     ``scale`` may also be one number (per tensor). ``what`` and ``scale_name`` name the caller
     and its keyword in error messages."""
+    chip = current().device.chip
+    if chip.cube.output_path != "fixpipe":
+        raise DataPathError(
+            f"{what}: chip '{chip.name}' has no FixPipe (its [cube] output_path is "
+            f"{chip.cube.output_path!r}): the cube's result leaves L0C through the vector unit into "
+            f"UB. Use data_copy_l0c2ub (L0C -> UB, vector pipe), the epilogue on the vector unit, "
+            f"then data_copy_nz2nd (UB -> GM, MTE3; npulab.lang.drain_ub), or run on a chip with "
+            f"FixPipe (910b, teach)")
     _need(src, LocalTensor, ("L0C",), what + " (src)")
     to_gm = isinstance(dst, GlobalTensor)
     if isinstance(dst, LocalTensor):
@@ -326,13 +352,7 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
     if stride < n:
         raise ShapeError(f"{what}: dst_stride={stride} is smaller than n={n}")
     m1, n1 = ceil_div(m, FRACTAL_ROWS), ceil_div(n, FRACTAL_ROWS)
-    if m1 * n1 * FRACTAL_ROWS * FRACTAL_ROWS > src.size:
-        raise ShapeError(f"{what}: an {m} x {n} result takes {m1 * n1 * 256} elements in L0C; "
-                         f"'{src.owner}' holds {src.size}")
-    span = (m - 1) * stride + n
-    if span > dst.size:
-        raise ShapeError(f"{what}: the {m} x {n} tile (row stride {stride}) needs {span} elements "
-                         f"of dst, which holds {dst.size}")
+    span = check_out_tile(what, src, dst, m, n, m1 * FRACTAL_ROWS, stride)
     ctx = current()
     dev, core = ctx.device, ctx.core
     if dev.functional and (not to_gm or dst.root._data is not None):
@@ -376,4 +396,4 @@ def drain(what: str, dst, src: LocalTensor, m: int, n: int, *, dst_stride: int |
         dev.gm.write(core, i, Pipe.FIX, nbytes, (f"GM:{dst.name}", dst.offset * it, n * it, stride * it, m))
 
 
-__all__ = ["data_copy_nd2nz", "load_data", "mmad", "fixpipe"]
+__all__ = ["data_copy_nd2nz", "load_data", "mmad", "fixpipe", "check_out_tile"]

@@ -26,7 +26,7 @@ from ..sim.memory import AllocRecord
 from . import context
 from . import queue as _python_calls
 from .context import current
-from .tensor import LocalTensor, Position, as_dtype, as_whole
+from .tensor import LocalTensor, Position, as_dtype, as_whole, pipes_of
 
 _counter = {"queue": 0, "tbuf": 0}
 
@@ -35,10 +35,11 @@ _QUEUE_CONSTANTS: dict = {}
 _QUEUE_CONSTANTS_KEEP = 4096            # distinct (position, name, depth) remembered
 
 
-def _queue_constants(position: Position, name: str, buffer_num: int) -> tuple:
+def _queue_constants(position: Position, name: str, buffer_num: int, output_path: str) -> tuple:
     """(producer pipe, consumer pipe, slot owner names, instruction names by call and slot) of
-    a queue: fixed by its position, name and depth, so worked out once for all blocks."""
-    key = (position, name, buffer_num)
+    a queue: fixed by its position, name and depth and the chip's cube output path, so worked
+    out once for all blocks."""
+    key = (position, name, buffer_num, output_path)
     found = _QUEUE_CONSTANTS.get(key)
     if found is None:
         if len(_QUEUE_CONSTANTS) >= _QUEUE_CONSTANTS_KEEP:
@@ -46,7 +47,7 @@ def _queue_constants(position: Position, name: str, buffer_num: int) -> tuple:
         names = {what: [fmt.format(name, s) for s in range(buffer_num)] for what, fmt in (
             ("wait", "alloc_tensor {}[{}] (wait free)"), ("alloc", "alloc_tensor {}[{}]"),
             ("enque", "enque {}[{}]"), ("deque", "deque {}[{}]"), ("free", "free_tensor {}[{}]"))}
-        found = _QUEUE_CONSTANTS[key] = (position.producer, position.consumer,
+        found = _QUEUE_CONSTANTS[key] = (*pipes_of(position, output_path),
                                          [f"{name}[{s}]" for s in range(buffer_num)], names)
     return found
 
@@ -90,7 +91,8 @@ class Queue:
         self.records: dict[int, AllocRecord] = {}
         # what every call issues, worked out once (these run once per tile: they are hot) and
         # the same for every block that sets up a queue of this name and depth
-        producer, consumer, owners, self._names = _queue_constants(self.position, self.name, buffer_num)
+        producer, consumer, owners, self._names = _queue_constants(self.position, self.name, buffer_num,
+                                                                   core.device.chip.cube.output_path)
         self.synced = producer != consumer
         if self.synced:
             self.fwd = flag_key(producer, consumer, core.take_event(producer, consumer, self.name))
@@ -119,11 +121,11 @@ class Queue:
                         f"queue more buffers in init_buffer(buffer_num=...)")
 
     def _nothing_enqueued(self):
-        pos = self.position
+        producer, consumer = HwPipe(self._producer).name, HwPipe(self._consumer).name
         raise DeadlockError(
             f"deadlock on core {self.core.index}: deque on queue '{self.name}' finds nothing "
-            f"enqueued, so pipe {pos.consumer.name} would wait on flag "
-            f"{pos.producer.name}->{pos.consumer.name} forever (instruction #{len(self.core)}). "
+            f"enqueued, so pipe {consumer} would wait on flag "
+            f"{producer}->{consumer} forever (instruction #{len(self.core)}). "
             f"enque a tensor before you deque it.")
 
     def _still_enqueued(self, t: LocalTensor):
@@ -136,7 +138,7 @@ class Queue:
         if self.core is None or not self.synced:
             return
         for _ in range(self.frees - self.waits):
-            self.core.issue(self.position.producer, Kind.WAIT, Op.WAIT_FLAG, key=self.back,
+            self.core.issue(HwPipe(self._producer), Kind.WAIT, Op.WAIT_FLAG, key=self.back,
                             name=f"release {self.name}")
         self.waits = self.frees
         self.core = None

@@ -18,7 +18,9 @@ DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.int8, np.uint8, np.in
 
 
 class Position(Enum):
-    """(buffer, producer pipe, consumer pipe) of each TPosition."""
+    """(buffer, producer pipe, consumer pipe) of each TPosition. CO1 and CO2 are FixPipe's on a
+    chip whose cube output leaves through FixPipe; on one whose output goes through UB (the 910
+    and 310, ``[cube] output_path``) the vector pipe takes FixPipe's place: :func:`pipes_of`."""
     VECIN = ("UB", Pipe.MTE2, Pipe.V)
     VECOUT = ("UB", Pipe.V, Pipe.MTE3)
     VECCALC = ("UB", Pipe.V, Pipe.V)
@@ -40,6 +42,19 @@ class Position(Enum):
     @property
     def consumer(self) -> Pipe:
         return self.value[2]
+
+
+def pipes_of(position: Position, output_path: str) -> tuple[Pipe, Pipe]:
+    """(producer, consumer) of a queue at ``position`` on a chip whose ``[cube] output_path`` is
+    ``output_path``: CO1 (L0C) is read by the vector pipe and CO2 (UB) written by it when the
+    cube's result leaves L0C through UB (DataCopy CO1 -> CO2 runs on PIPE_V), by FixPipe else."""
+    producer, consumer = position.producer, position.consumer
+    if output_path != "fixpipe":
+        if position is Position.CO1:
+            consumer = Pipe.V
+        elif position is Position.CO2:
+            producer = Pipe.V
+    return producer, consumer
 
 
 VECIN, VECOUT, VECCALC = Position.VECIN, Position.VECOUT, Position.VECCALC

@@ -9,14 +9,15 @@ function               op type            what runs
                                           transposed weights (the zero insertion is done on the host,
                                           so the cube also multiplies the inserted zeros)
 ``conv2d_bn_relu``     Conv2DBNRelu       conv + batch-norm (inference) + ReLU in one kernel: BN is a
-                                          per-channel scale/offset in FixPipe, the conv output never
+                                          per-channel scale/offset in the epilogue (FixPipe, or the
+                                          vector unit in UB on the 910 / 310), the conv output never
                                           reaches GM before BN and ReLU
 ``linear``             BatchMatMul        y = x W^T + b (+ ReLU) on the matmul templates
 =====================  =================  ==========================================================
 
 dtypes: float16 (fp32 accumulation, float16 out), float32, int8 (int32 accumulation, exact;
 out int32, or float16/float32 with ``scale=``: a per-tensor float or a per-channel (Cout,)
-vector, applied in FixPipe as the dequantisation). Every function returns numpy arrays, and
+vector, applied in the epilogue as the dequantisation). Every function returns numpy arrays, and
 (out, trace) with ``return_trace=True``. As in torch, an empty batch (N = 0) gives an empty
 output; stride, padding, dilation are ints or tuples of ints (:mod:`npulab.ops.args`).
 """
@@ -244,7 +245,7 @@ def _bn_run(arrays, t, chip, mode, *, eps, has_bias, **attrs):
 
 
 register("Conv2DBNRelu", "conv", _tiled(_bn_problem), _bn_run,
-         "fused conv2d + batch-norm (inference) + ReLU: BN and ReLU in the FixPipe epilogue",
+         "fused conv2d + batch-norm (inference) + ReLU: BN and ReLU in the epilogue",
          inputs=("x", "weight", "bias?", "running_mean", "running_var", "bn_weight", "bn_bias"),
          infer=_infer(_bn_problem))
 
@@ -283,7 +284,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     """2-D convolution, as ``torch.nn.functional.conv2d``: input (N, Cin, H, W), weight
     (Cout, Cin / groups, kh, kw), bias (Cout,); padding an int, a pair, 'same' or 'valid'.
     int8: int32 out, or float16 (``out_dtype``) with ``scale`` (float or (Cout,)) applied in
-    FixPipe. ``relu=True`` applies ReLU in the FixPipe epilogue (after bias and scale), the
+    the epilogue. ``relu=True`` applies ReLU in the epilogue (after bias and scale), the
     same as ``relu(conv2d(...))`` in one kernel. Returns (N, Cout, Ho, Wo)."""
     return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 2, "Conv2D", "conv2d",
                     chip, scale, out_dtype, tiling, relu, return_trace)
@@ -342,7 +343,8 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
     """Fused Conv2d -> BatchNorm2d (inference, running statistics) -> ReLU in one kernel: the
     same as ``relu(batch_norm(conv2d(input, weight, bias, ...), running_mean, running_var,
     bn_weight, bn_bias, training=False, eps=eps))`` (without the relu when ``relu=False``). BN
-    is applied in FixPipe as the per-channel scale gamma / sqrt(var + eps) and offset
+    is applied in the epilogue (FixPipe, or the vector unit on the 910 / 310) as the per-channel
+    scale gamma / sqrt(var + eps) and offset
     beta - mean x scale; the conv result never goes to GM before BN and ReLU. float16 or
     float32."""
     what = "conv2d_bn_relu"
@@ -374,7 +376,7 @@ def linear(input, weight, bias=None, *, activation: str | None = None, chip=DEFA
            return_trace: bool = False):
     """y = input @ weight.T + bias (+ ReLU), as ``torch.nn.functional.linear``: input (..., K),
     weight (N, K), bias (N,). Runs on the matmul templates (BatchMatMul with trans_b), bias and
-    ReLU fused in the FixPipe epilogue. ``activation``: None or "relu" (FixPipe has ReLU; GELU
+    ReLU fused in the epilogue. ``activation``: None or "relu" (FixPipe has ReLU; GELU
     and SiLU are not fused here: run the vector op after). int8 gives int32."""
     from .matmul import matmul
     x, w = np.asarray(input), np.asarray(weight)

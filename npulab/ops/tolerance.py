@@ -36,9 +36,11 @@ int8; the reference is the float32 or float64 product of the same input values, 
   int8 op dequantised with ``scale=`` gives float16 or float32 and reads that row.
 
 ``OP_UNIT`` says which unit each functional operator of :mod:`npulab.ops` runs on: the cube for
-the matrix products and convolutions (conv2d_bn_relu's BN and ReLU ride in FixPipe; fused_matmul's
-GELU, on the AIVs in fp16, adds at most 0.18 of the vector fp16 row to the one fp16 rounding
-of the workspace, which the cube's fp16 row covers), the vector unit for the rest; ``tol(dtype, OP_UNIT[op])`` is an operator's row.
+the matrix products and convolutions (conv2d_bn_relu's BN and ReLU ride in the epilogue, in
+fp32: FixPipe, or the vector unit on the 910 / 310; fused_matmul's GELU, on the AIVs in fp16,
+adds at most 0.18 of the vector fp16 row to the one fp16 rounding of the workspace, which the
+cube's fp16 row covers), the vector unit for the rest; ``tol(dtype, OP_UNIT[op])`` is an
+operator's row.
 """
 from __future__ import annotations
 

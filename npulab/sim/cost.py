@@ -11,7 +11,8 @@ plots and labs compare with:
 * **the cube** (:func:`mmad_cost`): one 16 x 16 x K0 fractal step at a time, K0 = 32 bytes of the
   input dtype; fp32 at half the fp16 MAC rate (chosen);
 * **the vector unit** (:meth:`CostModel.vector`): repeats of 256 bytes, the instruction's
-  start-up as latency;
+  start-up as latency; on the coupled chips it also moves the cube's result out of L0C
+  (:meth:`CostModel.l0c_to_ub`);
 * **energy and power**: per byte at each level a copy touches, per MAC and per operand byte an
   mmad streams, per vector byte; the chip's power with every unit busy (:func:`full_load_watts`)
   and what a launch drew (:func:`trace_watts`);
@@ -74,6 +75,13 @@ class CostModel:
     def ub_copy(self, nbytes: int) -> tuple[int, int]:
         """``(dur, lat)`` of a UB -> UB copy: the vector pipe at its byte rate."""
         return ceil_div(nbytes, self.chip.vector.bytes_per_cycle), self.vector_lat
+
+    def l0c_to_ub(self, nbytes: int) -> tuple[int, int]:
+        """``(dur, lat)`` of the coupled chips' L0C -> UB move (DataCopy CO1 -> CO2) of ``nbytes``
+        read from L0C: it runs on the vector pipe (FACTS, Pipes), so it takes the vector unit's
+        width, ``vector.bytes_per_cycle`` (S2), and its start-up as latency like any vector
+        instruction (chosen: no public figure of its own): what a UB -> UB copy costs."""
+        return self.ub_copy(nbytes)
 
 
 # -- the cube -----------------------------------------------------------------------------------

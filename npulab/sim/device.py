@@ -52,8 +52,8 @@ class _AivBuffers(dict):
 
     def __getitem__(self, name):
         if name != "UB":
-            fix = (f"In a mix kernel the cube part runs on the AIC: put it under "
-                   f"`if is_aic():` and the vector part under `if is_aiv():`." if self.mix else
+            fix = ("In a mix kernel the cube part runs on the AIC: put it under "
+                   "`if is_aic():` and the vector part under `if is_aiv():`." if self.mix else
                    f"Launch a kernel that uses {name} with core_type='aic' or 'mix'.")
             raise CoreTypeError(
                 f"{self.where}: buffer {name} does not exist on an AIV core "

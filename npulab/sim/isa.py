@@ -72,6 +72,7 @@ class Op(IntEnum):
     COPY_L1_TO_UB = _O["COPY_L1_TO_UB"]
     COPY_UB_TO_UB = _O["COPY_UB_TO_UB"]
     FIXPIPE = _O["FIXPIPE"]
+    COPY_L0C_TO_UB = _O["COPY_L0C_TO_UB"]   # coupled chips: the cube's result into UB, on the vector pipe
     # vector
     VEC_BINARY = _O["VEC_BINARY"]      # add, sub, mul, div, max, min
     VEC_SCALAR = _O["VEC_SCALAR"]      # adds, muls, maxs, mins

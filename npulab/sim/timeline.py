@@ -144,7 +144,7 @@ class Timeline:
     def run(self) -> bool:
         """Schedule as far as possible; True once every instruction is scheduled."""
         pipe, kind, dur, lat = self.pipe, self.kind, self.dur, self.lat
-        start, end, queues, heads = self.start, self.end, self.queues, self.heads
+        end, queues, heads = self.end, self.queues, self.heads
         pipe_free, last_end, issued_at = self.pipe_free, self.last_end, self.issued_at
         n = len(kind)
         while True:

@@ -134,7 +134,8 @@ def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
     rng = np.random.default_rng(5)
     a = rng.integers(-3, 4, (m, k)).astype(np.float16)
     b = rng.integers(-3, 4, (k, n)).astype(np.float16)
-    res = launch(mmads_in_one_l0c, 1, a, b, np.zeros((m, n), np.float32), m, n, k, 3, False, chip="910")
+    # the 910B: a chip with FixPipe (the 910's result leaves through UB, tests/lang/test_drain_ub.py)
+    res = launch(mmads_in_one_l0c, 1, a, b, np.zeros((m, n), np.float32), m, n, k, 3, False, chip="910b")
     np.testing.assert_array_equal(res.outputs[2].reshape(m, n), 3 * (a.astype(np.float32) @ b.astype(np.float32)))
     tr = res.trace
     sel = np.flatnonzero(tr.op == Op.MMAD)
@@ -329,10 +330,10 @@ def test_pipe_barrier_waits_for_the_cube_to_complete():
     gap = {}
     for barrier in (False, True):
         res = launch(mmads_in_one_l0c, 1, a, b, np.zeros((m, n), np.float32), m, n, k, 2, barrier,
-                     chip="910")
+                     chip="910b")
         np.testing.assert_array_equal(res.outputs[2].reshape(m, n), np.full((m, n), 2 * k, np.float32))
         sel = np.flatnonzero(res.trace.op == Op.MMAD)
         gap[barrier] = int(np.diff(res.trace.start[sel])[0])
-    busy, lat = mmad_cost(get_chip("910"), m, n, k, np.float16)
+    busy, lat = mmad_cost(get_chip("910b"), m, n, k, np.float16)
     assert lat > 0
     assert gap == {False: busy, True: busy + lat}

@@ -18,8 +18,9 @@ What you learn here:
   move in FRACTAL_Z (already the NZ layout L0B wants: no conversion), then per TILE_K0 columns
   ``load_3d`` expands the slab into L0A (img2col on MTE1: the expansion costs MTE1 time, not
   GM bandwidth), ``load_data`` loads the weights into L0B and ``mmad`` accumulates in L0C;
-* the **epilogue** drains L0C through FixPipe: + bias, x a dequant scale (int8), a per-channel
-  scale and offset, ReLU, the cast; so a conv with its epilogue writes GM once.
+* the **epilogue** drains L0C: + bias, x a dequant scale (int8), a per-channel scale and offset,
+  ReLU, the cast; through FixPipe on a chip that has one, on the vector unit in UB on the 910 and
+  310 (:mod:`npulab.kernels.epilogue`); either way a conv with its epilogue writes GM once.
 
 Layouts in GM: :mod:`npulab.kernels.conv.layouts`. Host tiling: :mod:`npulab.kernels.conv.tiling`;
 the public ops: :mod:`npulab.ops.conv`.
@@ -31,14 +32,16 @@ import numpy as np
 from ... import lang
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
 from ...errors import ShapeError
-from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPipe, data_copy_pad, fixpipe,
-                     get_block_idx, load_data, set_flag, wait_flag)
-from ...lang.conv_load import Fmatrix, data_copy_strided, fixpipe_channelwise, load_3d
+from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPipe, data_copy_pad,
+                     data_copy_strided, fixpipe, get_block_idx, load_data, output_path, running_chip, set_flag,
+                     wait_flag)
+from ...lang.conv_load import Fmatrix, fixpipe_channelwise, load_3d
+from ..epilogue import UbEpilogue
 from ..matmul.kernel import tile_mmad
 from .geometry import map_copies, map_rows_to_load, slab_boxes
 from .layouts import pack_input, pack_vector, pack_weight, packed_sizes, unpack_output
 from .schedule import block_work, member_rows
-from .tiling import EPI_SLOTS, ConvTiling, can_implement, slab_bytes, weight_bytes
+from .tiling import EPI_SLOTS, ConvTiling, can_implement, slab_bytes, ub_plan_of, weight_bytes
 
 VECTORS = ("bias", "scale", "offset")          # the epilogue vectors' GM arguments, in order
 
@@ -176,10 +179,12 @@ class BlockConvMmad:
 
 class BlockConvEpilogue:
     """Drain a block tile to the NHWC output through FixPipe: bias, dequant scale, per-channel
-    scale and offset, ReLU. The per-channel vectors of the next n tile load into L1
-    (EPI_SLOTS slots, MTE2 -> FIX by flags) while FixPipe reads this tile's; consecutive tiles
-    of the same group and n tile reuse the vectors already in L1. (A FIX -> MTE2 flag is set
-    only right before its wait, so nothing is left to drain when the block ends.)"""
+    scale and offset, ReLU (a chip with FixPipe; on the 910 and 310 the tile goes through UB:
+    :class:`npulab.kernels.epilogue.UbEpilogue`, which takes the same calls). The per-channel
+    vectors of the next n tile load into L1 (EPI_SLOTS slots, MTE2 -> FIX by flags) while FixPipe
+    reads this tile's; consecutive tiles of the same group and n tile reuse the vectors already in
+    L1. (A FIX -> MTE2 flag is set only right before its wait, so nothing is left to drain when
+    the block ends.)"""
 
     def __init__(self, pipe: TPipe, t: ConvTiling, queue: Queue):
         self.t, self.c = t, queue
@@ -193,12 +198,13 @@ class BlockConvEpilogue:
             self.read = [False] * EPI_SLOTS     # a fixpipe read the slot since it was loaded
             self.key, self.cur = None, None
 
-    def load(self, vec_gms: dict, grp: int, n_idx: int, n: int):
-        """Start the copies of tile (grp, n_idx)'s vectors (MTE2), before its K loop so they
-        overlap it; returns (slot to wait for or None when reused, {name: tensor})."""
+    def load(self, vectors: dict, key, n: int):
+        """Start the copies of an n tile's vectors (MTE2; ``vectors``: name -> GM tensor at the
+        tile's first channel), before its K loop so they overlap it; tiles of the same ``key``
+        reuse them. Returns (slot to wait for or None when reused, {name: tensor})."""
         if self.buf is None:
             return None
-        if (grp, n_idx) == self.key:
+        if key == self.key:
             return None, self.cur[1]
         p = self.t.problem
         s = self.count % EPI_SLOTS
@@ -212,13 +218,13 @@ class BlockConvEpilogue:
         for j, name in enumerate(self.names):
             dt = p.acc_dtype if name == "bias" else np.dtype(np.float32)
             v = self.buf.get(dt)[(j * EPI_SLOTS + s) * words:]
-            data_copy_pad(v, vec_gms[name][grp * p.cout_e + n_idx * self.t.tiles.tile_n:], n)
+            data_copy_pad(v, vectors[name], n)
             out[name] = v
         set_flag(PIPE_MTE2, PIPE_FIX, s)
-        self.key, self.cur = (grp, n_idx), (s, out)
+        self.key, self.cur = key, (s, out)
         return s, out
 
-    def __call__(self, y_gm, grp: int, m_off: int, n_idx: int, m: int, n: int, slot):
+    def __call__(self, y_gm, stride: int, m: int, n: int, slot):
         p = self.t.problem
         c = self.c.deque()
         vecs = {}
@@ -226,16 +232,26 @@ class BlockConvEpilogue:
             if slot[0] is not None:
                 wait_flag(PIPE_MTE2, PIPE_FIX, slot[0])
             vecs = slot[1]
-        off = m_off * p.cout + grp * p.cout_e + n_idx * self.t.tiles.tile_n
         if p.scale == "channel" or p.has_offset:
-            fixpipe_channelwise(y_gm[off:], c, m, n, dst_stride=p.cout, bias=vecs.get("bias"),
+            fixpipe_channelwise(y_gm, c, m, n, dst_stride=stride, bias=vecs.get("bias"),
                                 scale=vecs.get("scale"), offset=vecs.get("offset"), relu=p.relu)
         else:
-            fixpipe(y_gm[off:], c, m, n, dst_stride=p.cout, bias=vecs.get("bias"),
+            fixpipe(y_gm, c, m, n, dst_stride=stride, bias=vecs.get("bias"),
                     deq_scale=p.scale_value if p.scale == "tensor" else None, relu=p.relu)
         if slot is not None:
             self.read[self.cur[0] if slot[0] is None else slot[0]] = True
         self.c.free_tensor(c)
+
+    def finish(self):
+        """Nothing to drain (see the class docstring)."""
+
+
+def block_epilogue(pipe: TPipe, t: ConvTiling, queue: Queue):
+    """The epilogue of the chip the kernel runs on: FixPipe where there is one, else the vector
+    unit in UB (``[cube] output_path``)."""
+    if output_path() == "fixpipe":
+        return BlockConvEpilogue(pipe, t, queue)
+    return UbEpilogue(pipe, ub_plan_of(t, running_chip()), queue)
 
 
 def conv_kernel(x_gm, w_gm, y_gm, bias_gm, scale_gm, offset_gm, t: ConvTiling, sample_loops: int = 0) -> None:
@@ -243,17 +259,19 @@ def conv_kernel(x_gm, w_gm, y_gm, bias_gm, scale_gm, offset_gm, t: ConvTiling, s
     them (``sample_loops`` > 0: only the first that many, for estimates)."""
     pipe = TPipe()
     block_mmad = BlockConvMmad(pipe, t)
-    epilogue = BlockConvEpilogue(pipe, t, block_mmad.c)
+    epilogue = block_epilogue(pipe, t, block_mmad.c)
     vec_gms = dict(zip(VECTORS, (bias_gm, scale_gm, offset_gm)))
     p = t.problem
     for grp, m_off, m, n_idx, n in block_work(t, get_block_idx(), sample_loops):
-        n_out = min(n, p.cout - grp * p.cout_e - n_idx * t.tiles.tile_n)   # enlarged groups pad Cout
+        c0 = grp * p.cout_e + n_idx * t.tiles.tile_n          # the tile's first output channel
+        n_out = min(n, p.cout - c0)                          # enlarged groups pad Cout
         if n_out <= 0:
             continue
-        slot = epilogue.load(vec_gms, grp, n_idx, n_out)
+        handle = epilogue.load({v: vec_gms[v][c0:] for v in p.vectors}, (grp, n_idx), n_out)
         block_mmad(x_gm, w_gm, grp, m_off, n_idx, m, n)
-        epilogue(y_gm, grp, m_off, n_idx, m, n_out, slot)
+        epilogue(y_gm[m_off * p.cout + c0:], p.cout, m, n_out, handle)
     block_mmad.finish()
+    epilogue.finish()
 
 
 # -- device layer ---------------------------------------------------------------------------------
@@ -317,4 +335,5 @@ def simulate(t: ConvTiling, chip=DEFAULT_CHIP, sample_loops: int = 0):
                               sample_loops=sample_loops)[1]
 
 
-__all__ = ["BlockConvMmad", "BlockConvEpilogue", "conv_kernel", "launch_conv_packed", "launch_conv", "simulate"]
+__all__ = ["BlockConvMmad", "BlockConvEpilogue", "block_epilogue", "conv_kernel", "launch_conv_packed", "launch_conv",
+           "simulate"]

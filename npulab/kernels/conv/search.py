@@ -23,7 +23,7 @@ from .geometry import map_rows_to_load, slab_boxes
 from .kernel import simulate
 from .problem import ConvProblem
 from .schedule import block_work, busiest_block, member_rows
-from .tiling import ConvTiles, ConvTiling, problems, tiled
+from .tiling import ConvTiles, ConvTiling, problems, tiled, ub_plan_of
 
 #: block tiles the cyclic candidates try (and the balanced ones worked out per problem)
 BLOCK_TILES = ((128, 256), (256, 128), (512, 64), (256, 64), (128, 128), (64, 256), (128, 64),
@@ -57,9 +57,11 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
       writes split its share of HBM; map and weight copies each the longer of their L2 and HBM
       times) and the round trip of an L1 slot (copy, latency, until MTE1 has expanded it,
       over ``l1_buffers``);
-    * FixPipe: the core's writes at its write share;
+    * FixPipe: the core's writes at its write share (on a chip with no FixPipe MTE3 writes them,
+      and the vector unit's epilogue, :meth:`npulab.kernels.epilogue.UbPlan.vector_cycles`, is one
+      more bound: the tiles one after the other);
     * filling the pipeline (the first step's copy and its latency) and draining it (the last
-      tile's FixPipe write and its latency)."""
+      tile's write, its epilogue and its latency)."""
     chip = get_chip(chip)
     p, s = t.problem, t.tiles
     c0, item = p.c0, p.np_dtype.itemsize
@@ -76,6 +78,7 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     else:
         map_readers, team = max(1, min(t.n_loops, active)), max(1, active // max(1, t.columns))
     steps, tiles = [], []                          # (cube, mte1, map bytes, weight bytes)
+    plan = ub_plan_of(t, chip)                     # None: FixPipe writes the output
     cols_seen = set()
     if s.map_resident:
         run_boxes, run_elems = slab_boxes(p.geom, p.batch, *member_rows(t, busiest), c0)
@@ -105,7 +108,8 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
             map_b = (new_rows if c1_lo == 0 else 0) if s.map_resident else cs * c1_elems * item
             steps.append((max(cu, l0_trip), mte1, map_b, kc * n16 * item if wload else 0,
                           hold))
-        tiles.append((first_step, len(steps), m * n * out_item))
+        tiles.append((first_step, len(steps), m * n * out_item,
+                      0.0 if plan is None else plan.vector_cycles(chip, m1 * 16, n16)))
     w_bytes = sum(st[3] for st in steps)
     writes = sum(x[2] for x in tiles)
     # HBM: a map range is fetched once for its readers; a column's weights once for the
@@ -113,8 +117,8 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     w_col = p.k * round_up(s.tile_n, FRACTAL_ROWS) * item
     w_hbm = min(w_bytes, len(cols_seen) * w_col / team)
     w_frac = w_hbm / max(1, w_bytes)
-    f0, f1, _ = tiles[0]
-    l0, l1, last_w = tiles[-1]
+    f0, f1, _, _ = tiles[0]
+    l0, l1, last_w, last_v = tiles[-1]
 
     def hbm_of(st):
         return st[2] / map_readers + st[3] * w_frac
@@ -139,15 +143,19 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
     lat2 = pc.mte2_startup_cycles
     compute = sum(max(st[0], st[1], m, (m + lat2 + st[4]) / s.l1_buffers) for st, m in zip(steps, m2s))
     first = m2s[0] + lat2
-    wrate = min(pc.fix_bytes_per_cycle, write_share)
-    fix = mid_writes / wrate + last_w / min(pc.fix_bytes_per_cycle, share)
+    out_rate, out_lat = (pc.fix_bytes_per_cycle, pc.fix_startup_cycles) if plan is None else \
+        (pc.mte3_bytes_per_cycle, pc.mte3_startup_cycles)
+    wrate = min(out_rate, write_share)
+    fix = mid_writes / wrate + last_w / min(out_rate, share)
     first_tile = sum(st[0] for st in steps[f0:f1])
     last_tile = sum(st[0] for st in steps[l0:l1])
-    drain = pc.fix_startup_cycles + last_w / min(pc.fix_bytes_per_cycle, share)
+    drain = out_lat + last_v + last_w / min(out_rate, share)
     mte2 = sum(m2s)
+    vector = sum(x[3] for x in tiles)
     # each bound with the part of the pipeline it cannot overlap: the cube and MTE2 wait for
-    # the last write; FixPipe starts when the first tile is done
-    return max(first + compute + drain, lat2 + mte2 + last_tile + drain, first + first_tile + fix)
+    # the last write; the write (and the vector unit's epilogue) starts when the first tile is done
+    return max(first + compute + drain, lat2 + mte2 + last_tile + drain, first + first_tile + fix + tiles[0][3],
+               first + first_tile + vector + drain - last_v)
 
 
 def _steps(c1: int) -> list[int]:

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
 from ...chips import ChipSpec, get_chip
 from ...sim.memory import fmt_bytes
 from ..matmul.problem import MatmulProblem
 from ..matmul.tiling import MatmulTiles, MatmulTiling
+from ..epilogue import Epilogue, UbPlan, ub_demand, ub_plan
 from ..tiling_data import TilingData, over_capacity, raise_unless_fits, tile_rules
 from .problem import ConvProblem
 from .schedule import slab_elems
@@ -113,8 +116,22 @@ def weight_bytes(t: ConvTiling) -> int:
     return k * round_up(s.tile_n, FRACTAL_ROWS) * p.np_dtype.itemsize
 
 
-def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
-    """Bytes each buffer must hold for tiling ``t``, with how the figure is made."""
+def epilogue_of(p: ConvProblem) -> Epilogue:
+    """What the conv does on the way out: bias, a per-tensor or per-channel scale, an offset, ReLU,
+    the cast to the output dtype."""
+    return Epilogue(p.acc_dtype.name, np.dtype(p.out_dtype).name, p.vectors,
+                    p.scale_value if p.scale == "tensor" else None, p.relu)
+
+
+def ub_plan_of(t: ConvTiling, chip: "ChipSpec | str") -> UbPlan | None:
+    """How a block tile goes through UB on ``chip`` (None on a chip with FixPipe)."""
+    return ub_plan(epilogue_of(t.problem), t.tiles.tile_m, t.tiles.tile_n, get_chip(chip))
+
+
+def buffer_demand(t: ConvTiling, chip: "ChipSpec | str | None" = None) -> dict[str, tuple[int, str]]:
+    """Bytes each buffer must hold for tiling ``t``, with how the figure is made: the cube's
+    buffers, and, given a ``chip`` whose cube output goes through UB (the 910, 310), the UB the
+    epilogue takes there."""
     p, s = t.problem, t.tiles
     slab, wts = slab_bytes(t), weight_bytes(t)
     epi = EPI_SLOTS * len(p.vectors) * round_up(s.tile_n * 4, 32)
@@ -134,7 +151,7 @@ def buffer_demand(t: ConvTiling) -> dict[str, tuple[int, str]]:
         "L0A": (s.l0_buffers * m16 * s.tile_k0 * item, f"{s.l0_buffers} x img2col {s.tile_m}x{s.tile_k0} {dt.name}"),
         "L0B": (s.l0_buffers * s.tile_k0 * n16 * item, f"{s.l0_buffers} x weights {s.tile_k0}x{s.tile_n} {dt.name}"),
         "L0C": (s.l0c_buffers * m16 * n16 * 4, f"{s.l0c_buffers} x C {s.tile_m}x{s.tile_n} {p.acc_dtype.name}"),
-    }
+    } | ub_demand(None if chip is None else ub_plan_of(t, chip))
 
 
 def problems(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
@@ -156,7 +173,7 @@ def problems(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
         out.append(f"schedule='teams' requires block_dim ({s.block_dim}) to be a multiple of the "
                    f"{t.columns} tile columns (groups x N tiles); change block_dim or TILE_N, or "
                    f"use schedule='cyclic'")
-    return out or over_capacity(buffer_demand(t), chip)
+    return out or over_capacity(buffer_demand(t, chip), chip)
 
 
 def can_implement(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
@@ -166,4 +183,4 @@ def can_implement(t: ConvTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
 
 
 __all__ = ["ConvTiles", "ConvTiling", "tiled", "EPI_SLOTS", "SCHEDULES", "slab_bytes", "weight_bytes",
-           "buffer_demand", "problems", "can_implement"]
+           "epilogue_of", "ub_plan_of", "buffer_demand", "problems", "can_implement"]

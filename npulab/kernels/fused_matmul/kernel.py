@@ -51,11 +51,12 @@ def aic_part(a_gm, b_gm, bias_gm, ws_gm, t: FusedMatmulTiling) -> None:
     for j, i in enumerate(loops):
         batch, m_idx, n_idx = sched.block_coord(i)
         m, n = sched.actual_shape(m_idx, n_idx)
-        bias_slot = epilogue.load_bias(bias_gm, batch, n_idx, n)
+        bias_slot = epilogue.load({"bias": bias_gm[n_idx * mt.tiles.tile_n:]} if mt.problem.has_bias else {},
+                                  n_idx, n)
         block_mmad(a_gm, b_gm, batch, m_idx, n_idx, m, n)
         if j >= WS_SLOTS:                    # the slot's last tile is read by both AIVs
             cross_core_wait_flag(AIV_DONE, PIPE_FIX)
-        epilogue.drain_to(ws[(j % WS_SLOTS) * t.slot_elems:], m, n, t.ws_stride, bias_slot)
+        epilogue(ws[(j % WS_SLOTS) * t.slot_elems:], t.ws_stride, m, n, bias_slot)
         cross_core_set_flag(2, PIPE_FIX, AIC_DONE)
     epilogue.finish()
     for _ in range(min(len(loops), WS_SLOTS)):   # the last reads: sets and waits match one to one

@@ -8,8 +8,11 @@ What you learn here (lab 05 walks through it):
 * the **block mmad** (catlass ``BlockMmad``) walks K: GM -> L1 in NZ (MTE2), L1 -> L0A/L0B in
   ZZ/ZN (MTE1), ``mmad`` accumulating in L0C (cube); every hop goes through a queue with
   ``buffer_num`` slots, so with 2 the next tile moves while this one computes (ping-pong);
-* the **epilogue** (catlass ``BlockEpilogue``) drains L0C through FixPipe: NZ -> ND, + bias,
-  ReLU, cast to the output dtype; with two L0C slots it overlaps the next tile's mmads.
+* the **epilogue** (catlass ``BlockEpilogue``) drains L0C: through FixPipe on a chip that has one
+  (NZ -> ND, + bias, ReLU, cast to the output dtype on the way), through UB on the 910 and 310
+  (the tile moves L0C -> UB on the vector pipe, the vector unit adds the bias, casts and applies
+  ReLU, MTE3 writes it NZ -> ND: :mod:`npulab.kernels.epilogue`); with two L0C slots it overlaps
+  the next tile's mmads.
 
 Host side in :mod:`npulab.kernels.matmul.tiling`; the public op is :func:`npulab.ops.matmul`.
 Layers (catlass names): Device = :func:`launch_matmul`, Kernel = :func:`matmul_kernel`,
@@ -24,9 +27,11 @@ from ... import lang
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, round_up
 from ...errors import ShapeError
 from ...lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_MTE2, Queue, TBuf, TPipe, data_copy_nd2nz,
-                     data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad, set_flag,
-                     wait_flag)
-from .tiling import BIAS_SLOTS, MatmulTiling, can_implement, l0_tile_bytes, l1_tile_bytes, swizzle_coord
+                     data_copy_pad, fixpipe, get_block_idx, get_block_num, load_data, mmad, output_path,
+                     running_chip, set_flag, wait_flag)
+from ..epilogue import UbEpilogue
+from .tiling import (BIAS_SLOTS, MatmulTiling, can_implement, l0_tile_bytes, l1_tile_bytes, swizzle_coord,
+                     ub_plan_of)
 
 
 def tile_mmad(a2q: Queue, b2q: Queue, c, load_a, load_b, m: int, n: int, k: int, dtype, init: bool) -> None:
@@ -122,7 +127,9 @@ class BlockMmad:
 
 
 class BlockEpilogue:
-    """Drain a block tile from L0C to C in GM through FixPipe, with bias and ReLU."""
+    """Drain a block tile from L0C to C in GM through FixPipe, with bias and ReLU (a chip with
+    FixPipe; on the 910 and 310 the tile goes through UB: :class:`npulab.kernels.epilogue.UbEpilogue`,
+    which takes the same calls)."""
 
     def __init__(self, pipe: TPipe, t: MatmulTiling, queue: Queue):
         self.t, self.c = t, queue
@@ -134,8 +141,9 @@ class BlockEpilogue:
             self.count = 0
             self.pending = [False] * BIAS_SLOTS
 
-    def load_bias(self, bias_gm, batch: int, n_idx: int, n: int):
-        """Start the bias copy of the next tile (MTE2), before its K loop, so it overlaps."""
+    def load(self, vectors: dict, key, n: int):
+        """Start the bias copy of the next tile (MTE2; ``vectors["bias"]``: the GM bias at the
+        tile's first column), before its K loop, so it overlaps."""
         if self.bias is None:
             return None
         s = self.count % BIAS_SLOTS
@@ -143,23 +151,17 @@ class BlockEpilogue:
         if self.pending[s]:                    # FixPipe still reading this slot? wait for it
             wait_flag(PIPE_FIX, PIPE_MTE2, s)
         buf = self.bias.get(self.t.problem.acc_dtype)[s * self.slot // 4:]
-        data_copy_pad(buf, bias_gm[n_idx * self.t.tiles.tile_n:], n)
+        data_copy_pad(buf, vectors["bias"], n)
         set_flag(PIPE_MTE2, PIPE_FIX, s)
         return s, buf
 
-    def __call__(self, c_gm, batch: int, m_idx: int, n_idx: int, m: int, n: int, bias_slot):
-        p, s = self.t.problem, self.t.tiles
-        off = batch * p.m * p.n + m_idx * s.tile_m * p.n + n_idx * s.tile_n
-        self.drain_to(c_gm[off:], m, n, p.n, bias_slot)
-
-    def drain_to(self, dst_gm, m: int, n: int, stride: int, bias_slot):
-        """The next block tile from L0C to ``dst_gm`` (row stride ``stride``), + bias, ReLU."""
+    def __call__(self, c_gm, stride: int, m: int, n: int, bias_slot):
         c = self.c.deque()
         bias = None
         if bias_slot is not None:
             slot, bias = bias_slot
             wait_flag(PIPE_MTE2, PIPE_FIX, slot)
-        fixpipe(dst_gm, c, m, n, dst_stride=stride, bias=bias, relu=self.t.problem.relu)
+        fixpipe(c_gm, c, m, n, dst_stride=stride, bias=bias, relu=self.t.problem.relu)
         if bias_slot is not None:
             set_flag(PIPE_FIX, PIPE_MTE2, bias_slot[0])
             self.pending[bias_slot[0]] = True
@@ -175,6 +177,14 @@ class BlockEpilogue:
                 self.pending[s] = False
 
 
+def block_epilogue(pipe: TPipe, t: MatmulTiling, queue: Queue):
+    """The epilogue of the chip the kernel runs on: FixPipe where there is one, else the vector
+    unit in UB (``[cube] output_path``; a real kernel is compiled for its chip)."""
+    if output_path() == "fixpipe":
+        return BlockEpilogue(pipe, t, queue)
+    return UbEpilogue(pipe, ub_plan_of(t, running_chip()), queue)
+
+
 def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling, sample_loops: int = 0) -> None:
     """The kernel entry (catlass ``BasicMatmul`` kernel): this block's share of the block tiles.
 
@@ -186,16 +196,18 @@ def matmul_kernel(a_gm, b_gm, c_gm, bias_gm, t: MatmulTiling, sample_loops: int 
     pipe = TPipe()
     sched = BlockScheduler(t)
     block_mmad = BlockMmad(pipe, t)
-    epilogue = BlockEpilogue(pipe, t, block_mmad.c)
+    epilogue = block_epilogue(pipe, t, block_mmad.c)
+    p, s = t.problem, t.tiles
     loops = range(get_block_idx(), sched.core_loops(), get_block_num())
     if sample_loops:
         loops = loops[:sample_loops]
     for i in loops:
         batch, m_idx, n_idx = sched.block_coord(i)
         m, n = sched.actual_shape(m_idx, n_idx)
-        bias_slot = epilogue.load_bias(bias_gm, batch, n_idx, n)
+        vectors = {"bias": bias_gm[n_idx * s.tile_n:]} if p.has_bias else {}
+        handle = epilogue.load(vectors, n_idx, n)
         block_mmad(a_gm, b_gm, batch, m_idx, n_idx, m, n)
-        epilogue(c_gm, batch, m_idx, n_idx, m, n, bias_slot)
+        epilogue(c_gm[batch * p.m * p.n + m_idx * s.tile_m * p.n + n_idx * s.tile_n:], p.n, m, n, handle)
     epilogue.finish()
 
 
@@ -241,4 +253,5 @@ def simulate(t: MatmulTiling, chip=DEFAULT_CHIP, sample_loops: int = 0):
     return launch_matmul(a, b, t, bias, chip=chip, mode="timing", sample_loops=sample_loops)[1]
 
 
-__all__ = ["tile_mmad", "BlockScheduler", "BlockMmad", "BlockEpilogue", "matmul_kernel", "launch_matmul", "simulate"]
+__all__ = ["tile_mmad", "BlockScheduler", "BlockMmad", "BlockEpilogue", "block_epilogue", "matmul_kernel",
+           "launch_matmul", "simulate"]

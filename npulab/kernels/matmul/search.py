@@ -16,7 +16,8 @@ from ...sim.cost import mmad_cost
 from .. import search
 from .kernel import simulate
 from .problem import MatmulProblem
-from .tiling import MatmulTiles, MatmulTiling, best_swizzle, default_tiling, make_tiling, problems, wave_bytes
+from .tiling import (MatmulTiles, MatmulTiling, best_swizzle, default_tiling, make_tiling, problems, ub_plan_of,
+                     wave_bytes)
 
 TILE_MN = (64, 128, 256)
 TILE_K0 = (32, 64, 128)
@@ -32,7 +33,9 @@ def estimate_cycles(t: MatmulTiling, chip=DEFAULT_CHIP) -> float:
     latency (:mod:`npulab.sim.timeline`): back-to-back copies overlap their start-ups, so the
     pipes' occupancy has no start-up term. The latency bounds the pipeline instead: a slot of
     an ``n``-buffered stage is copied into, in flight, consumed, then free again, so one step
-    takes at least (copy + start-up + the cube's work on it) / n."""
+    takes at least (copy + start-up + the cube's work on it) / n. On a chip with no FixPipe the
+    vector unit's epilogue and the MTE3 write of a tile are two more per-tile bounds, and the
+    last tile's drain them once more."""
     chip = get_chip(chip)
     p, s = t.problem, t.tiles
     tiles = ceil_div(t.core_loops, s.block_dim)
@@ -55,7 +58,12 @@ def estimate_cycles(t: MatmulTiling, chip=DEFAULT_CHIP) -> float:
     if s.l1_buffers == 1 or s.l0_buffers == 1:   # single buffered: nothing overlaps
         per_tile = cube + mte2 + mte1 + l1_steps * pc.mte2_startup_cycles + k_steps * pc.mte1_startup_cycles
     fill = pc.mte2_startup_cycles + pc.mte1_startup_cycles + cube / k_steps
-    return tiles * per_tile + fill
+    plan = ub_plan_of(t, chip)
+    if plan is None:
+        return tiles * per_tile + fill
+    vec = plan.vector_cycles(chip, plan.rows, plan.cols)
+    write = s.tile_m * s.tile_n * p.out_dtype.itemsize / min(pc.mte3_bytes_per_cycle, share)
+    return tiles * max(per_tile, vec, write) + fill + vec + write + pc.mte3_startup_cycles
 
 
 def candidates(problem: MatmulProblem, chip=DEFAULT_CHIP) -> list[MatmulTiling]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, c0_of, round_up
 from ...chips import ChipSpec, get_chip
 from ...errors import BufferOverflowError, ShapeError
+from ..epilogue import Epilogue, UbPlan, ub_demand, ub_plan
 from ..tiling_data import TilingData, over_capacity, raise_unless_fits, tile_rules
 from .problem import MatmulProblem
 
@@ -95,8 +96,21 @@ def l0_tile_bytes(t: MatmulTiling) -> tuple[int, int, int]:
             round_up(s.tile_m, FRACTAL_ROWS) * round_up(s.tile_n, FRACTAL_ROWS) * 4)
 
 
-def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
-    """Bytes each buffer must hold for tiling ``t``, with how the figure is made."""
+def epilogue_of(p: MatmulProblem) -> Epilogue:
+    """What the matmul does on the way out: + bias (N values of the accumulator dtype), ReLU, the
+    cast to the output dtype."""
+    return Epilogue(p.acc_dtype.name, p.out_dtype.name, ("bias",) if p.has_bias else (), None, p.relu)
+
+
+def ub_plan_of(t: MatmulTiling, chip: "ChipSpec | str") -> UbPlan | None:
+    """How a block tile goes through UB on ``chip`` (None on a chip with FixPipe)."""
+    return ub_plan(epilogue_of(t.problem), t.tiles.tile_m, t.tiles.tile_n, get_chip(chip))
+
+
+def buffer_demand(t: MatmulTiling, chip: "ChipSpec | str | None" = None) -> dict[str, tuple[int, str]]:
+    """Bytes each buffer must hold for tiling ``t``, with how the figure is made: the cube's
+    buffers, and, given a ``chip`` whose cube output goes through UB (the 910, 310), the UB the
+    epilogue takes there."""
     p, s = t.problem, t.tiles
     a_l1, b_l1 = l1_tile_bytes(t)
     a_l0, b_l0, c_l0 = l0_tile_bytes(t)
@@ -109,7 +123,7 @@ def buffer_demand(t: MatmulTiling) -> dict[str, tuple[int, str]]:
         "L0A": (s.l0_buffers * a_l0, f"{s.l0_buffers} x A {s.tile_m}x{s.tile_k0} {name}"),
         "L0B": (s.l0_buffers * b_l0, f"{s.l0_buffers} x B {s.tile_k0}x{s.tile_n} {name}"),
         "L0C": (s.l0c_buffers * c_l0, f"{s.l0c_buffers} x C {s.tile_m}x{s.tile_n} {p.acc_dtype.name}"),
-    }
+    } | ub_demand(None if chip is None else ub_plan_of(t, chip))
 
 
 def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str]:
@@ -121,7 +135,7 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str
         out.append(f"tile_k={s.tile_k} must be a positive multiple of tile_k0={s.tile_k0}")
     if s.swizzle_offset < 1 or s.swizzle_direction not in (0, 1):
         out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0 or 1")
-    return out or over_capacity(buffer_demand(t), chip)
+    return out or over_capacity(buffer_demand(t, chip), chip)
 
 
 def can_implement(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> bool:
@@ -255,5 +269,5 @@ def default_tiling(problem: MatmulProblem, chip: "ChipSpec | str" = DEFAULT_CHIP
 
 
 __all__ = ["MatmulTiles", "MatmulTiling", "TILINGS", "BIAS_SLOTS", "BLOCK_TILES", "nz_elems", "l1_tile_bytes",
-           "l0_tile_bytes", "buffer_demand", "problems", "can_implement", "make_tiling", "swizzle_coord",
+           "l0_tile_bytes", "epilogue_of", "ub_plan_of", "buffer_demand", "problems", "can_implement", "make_tiling", "swizzle_coord",
            "wave_bytes", "best_swizzle", "default_tiling"]

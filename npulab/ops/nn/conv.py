@@ -76,7 +76,7 @@ class _ConvNd(_Conv):
 
 
 class Conv2d(_ConvNd):
-    """torch.nn.Conv2d on the cube (img2col). ``relu=True`` applies ReLU in the conv's FixPipe
+    """torch.nn.Conv2d on the cube (img2col). ``relu=True`` applies ReLU in the conv's
     epilogue. ``fused=True`` adds BatchNorm2d (inference) there too, followed by ReLU unless
     ``relu=False``: set the statistics with :meth:`set_batch_norm` or :meth:`from_torch`."""
 
