@@ -108,21 +108,30 @@ class GmTraffic:
         time, cores in index order. Returns, for every read in recording order, the HBM bytes
         it is charged and whether L2 held every line it read."""
         mem = self.device.chip.memory
-        acc = [(s, ci, rows, 0) for s, ci, _, rows, _ in self.reads]
-        acc += [(s, ci, rows, 1) for s, ci, _, rows in self.write_rows]
-        order = sorted(range(len(acc)), key=lambda a: acc[a][:2])
-        ids: dict = {}
-        cols = np.array([(ids.setdefault(acc[a][2][0], len(ids)),) + tuple(acc[a][2][1:]) + (acc[a][3],)
-                         for a in order], dtype=np.int64).reshape(len(order), 6)
+        n = len(self.reads)
+        total = n + len(self.write_rows)
+        if not total:
+            return [], []
+        seq, core, rows = [], [], []          # reads, then writes: columns
+        for lst, at in ((self.reads, 3), (self.write_rows, 3)):
+            if lst:
+                cols = list(zip(*lst))
+                seq += cols[0]
+                core += cols[1]
+                rows += cols[at]
+        names, lo, row, step, nrows = zip(*rows)
+        ids = {name: i for i, name in enumerate(dict.fromkeys(names))}
+        order = np.lexsort((np.asarray(core, np.int64), np.asarray(seq, np.int64)))   # by seq, then core
+        is_write = np.zeros(total, np.int8)
+        is_write[n:] = 1
         line = mem.l2_line_bytes
         capacity = mem.l2_bytes // line
         replay = twins.pick(_l2.replay, l2.replay, self.device.twins)
-        hbm_o, hits_o, miss_o = replay(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4], cols[:, 5],
-                                       line, capacity)
-        n = len(self.reads)
-        hbm, hits, misses = np.zeros(len(acc)), np.zeros(len(acc), np.int64), np.zeros(len(acc), np.int64)
-        where = np.asarray(order, dtype=np.int64)
-        hbm[where], hits[where], misses[where] = hbm_o, hits_o, miss_o
+        hbm_o, hits_o, miss_o = replay(*(np.asarray(c, np.int64)[order] for c in
+                                         ([ids[x] for x in names], lo, row, step, nrows)),
+                                       is_write[order], line, capacity)
+        hbm, hits, misses = np.zeros(total), np.zeros(total, np.int64), np.zeros(total, np.int64)
+        hbm[order], hits[order], misses[order] = hbm_o, hits_o, miss_o
         self.stats["l2_hits"] = int(hits[:n].sum())
         self.stats["l2_misses"] = int(misses[:n].sum())
         served = (misses[:n] == 0) & (hits[:n] > 0) & (capacity > 0)
