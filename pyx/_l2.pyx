@@ -4,9 +4,10 @@
 ``npulab.sim.l2`` (the readable specification, whose docstring gives the model; a launch uses the
 one its side of npulab.twins names, and tests/sim/test_l2.py runs one body on both).
 
-What it optimises: the LRU is a std::list of (line key, fetch id) with a std::unordered_map
-from key to list position, so a hit moves one node and a miss adds one and drops the oldest;
-the fetch ids every read used go into one flat vector, summed once the replay is done.
+What it optimises: the LRU is a ring of preallocated slots (index links, no allocation per
+line), found through a flat table over every line the accesses can touch (a hash map when that
+is more than 16M lines), so a hit relinks one slot and a miss reuses the oldest; the fetch ids
+every read used go into one flat vector, summed once the replay is done.
 """
 import numpy as np
 cimport numpy as cnp
@@ -18,52 +19,89 @@ cnp.import_array()
 cdef extern from *:
     """
     #include <cstdint>
-    #include <list>
     #include <unordered_map>
-    #include <utility>
     #include <vector>
+    /* line key -> LRU slot (-1: not in L2): a flat table over every line the accesses can
+       touch when that is not too many, else a hash map */
+    struct npulab_l2_where {
+        std::vector<int32_t> dense;
+        std::unordered_map<int64_t, int32_t> sparse;
+        bool flat;
+        int32_t get(int64_t k) const {
+            if (flat) return dense[(size_t)k];
+            auto it = sparse.find(k);
+            return it == sparse.end() ? -1 : it->second;
+        }
+        void set(int64_t k, int32_t v) { if (flat) dense[(size_t)k] = v; else sparse[k] = v; }
+        void drop(int64_t k) { if (flat) dense[(size_t)k] = -1; else sparse.erase(k); }
+    };
     static void npulab_l2_replay(int64_t n, const int64_t* buf, const int64_t* lo, const int64_t* row,
                                  const int64_t* step, const int64_t* rows, const int8_t* is_write,
                                  int64_t line_bytes, int64_t capacity, double* hbm, int64_t* hits,
                                  int64_t* misses) {
-        typedef std::pair<int64_t, int64_t> slot;          /* (line key, fetch id) */
-        std::list<slot> lru;                                /* most recently used first */
-        std::unordered_map<int64_t, std::list<slot>::iterator> where;
-        where.reserve((size_t)(capacity < (1 << 22) ? capacity + 1 : (1 << 22)));
+        /* a line's key: its index after every line of the buffers before it (flat), or
+           buf << 44 | line (hashed) */
+        int64_t nbuf = 0;
+        for (int64_t a = 0; a < n; a++) if (buf[a] + 1 > nbuf) nbuf = buf[a] + 1;
+        std::vector<int64_t> base((size_t)nbuf + 1, 0);
+        for (int64_t a = 0; a < n; a++)
+            if (row[a] > 0 && rows[a] > 0) {
+                int64_t past = (lo[a] + (rows[a] - 1) * step[a] + row[a] - 1) / line_bytes + 1;
+                if (past > base[buf[a] + 1]) base[buf[a] + 1] = past;
+            }
+        for (int64_t b = 0; b < nbuf; b++) base[b + 1] += base[b];
+        npulab_l2_where where;
+        where.flat = base[nbuf] <= ((int64_t)1 << 24);
+        if (where.flat) where.dense.assign((size_t)base[nbuf], -1);
+        /* the LRU: slots in a doubly linked ring through the sentinel ``cap`` (newest after it) */
+        /* (never more slots than lines the accesses can touch: that L2 never evicts either) */
+        int64_t slots = capacity < base[nbuf] ? capacity : base[nbuf];
+        int32_t cap = (int32_t)(slots < ((int64_t)1 << 30) ? slots : ((int64_t)1 << 30)), used = 0;
+        std::vector<int32_t> prev((size_t)cap + 1), next((size_t)cap + 1);
+        std::vector<int64_t> key((size_t)cap + 1), fetch((size_t)cap + 1);
+        prev[cap] = next[cap] = cap;
         std::vector<double> fetched;
-        std::vector<int64_t> readers, touched;
+        std::vector<int64_t> readers;
+        std::vector<uint32_t> touched;                  /* fetch ids: 4 bytes a line a read used */
         std::vector<size_t> begin((size_t)n + 1);
         for (int64_t a = 0; a < n; a++) {
             begin[a] = touched.size();
             hits[a] = misses[a] = 0;
             bool write = is_write[a] != 0;
-            int64_t base = buf[a] << 44, last = -1;
+            int64_t first_key = where.flat ? base[buf[a]] : (buf[a] << 44), last = -1;
             int64_t nrows = row[a] > 0 ? rows[a] : 0;
             for (int64_t r = 0; r < nrows; r++) {
                 int64_t start = lo[a] + r * step[a];
                 int64_t first = start / line_bytes, end = (start + row[a] - 1) / line_bytes;
                 for (int64_t line = first > last + 1 ? first : last + 1; line <= end; line++) {
-                    int64_t key = base | line, f;
-                    auto it = where.find(key);
-                    if (it != where.end()) {
-                        lru.splice(lru.begin(), lru, it->second);
-                        f = it->second->second;
+                    int64_t k = where.flat ? first_key + line : (first_key | line), f;
+                    int32_t s = cap ? where.get(k) : -1;
+                    if (s >= 0) {
                         hits[a]++;
+                        f = fetch[s];
+                        next[prev[s]] = next[s]; prev[next[s]] = prev[s];       /* unlink */
                     } else {
                         misses[a]++;
                         f = (int64_t)fetched.size();
                         fetched.push_back(write ? 0.0 : (double)line_bytes);
                         readers.push_back(0);
-                        lru.emplace_front(key, f);
-                        where[key] = lru.begin();
-                        if ((int64_t)lru.size() > capacity) {
-                            where.erase(lru.back().first);
-                            lru.pop_back();
+                        if (cap) {
+                            if (used < cap) s = used++;
+                            else {                                              /* evict the oldest */
+                                s = prev[cap];
+                                next[prev[s]] = next[s]; prev[next[s]] = prev[s];
+                                where.drop(key[s]);
+                            }
+                            key[s] = k; fetch[s] = f;
+                            where.set(k, s);
                         }
+                    }
+                    if (s >= 0) {                                               /* newest */
+                        prev[s] = cap; next[s] = next[cap]; prev[next[cap]] = s; next[cap] = s;
                     }
                     if (!write) {
                         readers[f]++;
-                        touched.push_back(f);
+                        touched.push_back((uint32_t)f);
                     }
                 }
                 if (end > last) last = end;
