@@ -112,13 +112,13 @@ class GmTraffic:
         total = n + len(self.write_rows)
         if not total:
             return [], []
-        seq, core, rows = [], [], []          # reads, then writes: columns
-        for lst, at in ((self.reads, 3), (self.write_rows, 3)):
-            if lst:
-                cols = list(zip(*lst))
+        seq, core, rows = [], [], []          # columns: the reads, then the writes
+        for recorded in (self.reads, self.write_rows):
+            if recorded:
+                cols = list(zip(*recorded))   # (seq, core, instruction, rows, ...)
                 seq += cols[0]
                 core += cols[1]
-                rows += cols[at]
+                rows += cols[3]
         names, lo, row, step, nrows = zip(*rows)
         ids = {name: i for i, name in enumerate(dict.fromkeys(names))}
         order = np.lexsort((np.asarray(core, np.int64), np.asarray(seq, np.int64)))   # by seq, then core
