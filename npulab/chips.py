@@ -59,9 +59,12 @@ class BufferSpec:
 @dataclass(frozen=True)
 class MemorySpec:
     gm_bytes: int
-    gm_bytes_per_cycle: float
+    gm_bytes_per_cycle: float        # the pins' rate (the published bandwidth)
+    gm_efficiency: float             # the fraction of it a DRAM sustains under streaming copies
     l2_bytes: int
     l2_bytes_per_cycle: float
+    l2_line_bytes: int               # what L2 keeps, fetches and evicts as one (sim/l2.py)
+    l2_hit_startup_cycles: int       # a GM read that L2 serves wholly: its start-up instead of MTE2's
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,11 @@ class ChipSpec:
     def gm_bandwidth_gbs(self) -> float:
         return self.memory.gm_bytes_per_cycle * self.clock_ghz
 
+    @property
+    def gm_sustained_bytes_per_cycle(self) -> float:
+        """What HBM (or DDR) sustains for the whole chip: the pins' rate x ``gm_efficiency``."""
+        return self.memory.gm_bytes_per_cycle * self.memory.gm_efficiency
+
     def cores_for(self, core_type: str = "aic") -> int:
         """How many cores a kernel of ``core_type`` ("aic", "aiv" or "mix") has to run its blocks on.
 
@@ -173,9 +181,9 @@ class ChipSpec:
         return self.ai_cores
 
     def gm_share_bytes_per_cycle(self, active_cores: int, core_type: str = "aic") -> float:
-        """GM bandwidth one core gets when ``active_cores`` cores of ``core_type`` copy at once
-        (an equal share)."""
-        return self.memory.gm_bytes_per_cycle / max(1, min(active_cores, self.cores_for(core_type)))
+        """GM bandwidth one core gets when ``active_cores`` cores of ``core_type`` copy at once:
+        an equal share of what the DRAM sustains (:attr:`gm_sustained_bytes_per_cycle`)."""
+        return self.gm_sustained_bytes_per_cycle / max(1, min(active_cores, self.cores_for(core_type)))
 
     def buffer_bytes(self, buffer: str) -> int:
         return getattr(self.buffers, buffer.lower())
@@ -190,6 +198,7 @@ class ChipSpec:
         d["peak_int8_tops"] = self.peak_int8_tops
         d["peak_vector_tflops_fp16"] = self.peak_vector_tflops_fp16
         d["gm_bandwidth_gbs"] = self.gm_bandwidth_gbs
+        d["gm_sustained_gbs"] = self.gm_sustained_bytes_per_cycle * self.clock_ghz
         return d
 
 
@@ -315,6 +324,13 @@ def load_chip(path: str | Path) -> ChipSpec:
         raise ChipFileError(f"{origin}: 'power.board_watts' must be positive and more than "
                             f"'power.static_watts' (what the chip draws doing nothing), got "
                             f"{spec.power.board_watts!r} and {spec.power.static_watts!r}")
+    if not 0 < spec.memory.gm_efficiency <= 1:
+        raise ChipFileError(f"{origin}: field 'memory.gm_efficiency' is the fraction of the pins' rate a "
+                            f"DRAM sustains, in (0, 1], got {spec.memory.gm_efficiency!r}")
+    lb = spec.memory.l2_line_bytes
+    if lb < 32 or lb & (lb - 1):
+        raise ChipFileError(f"{origin}: field 'memory.l2_line_bytes' must be a power of two of at least "
+                            f"32 (a DMA moves 32-byte blocks), got {lb!r}")
     if spec.memory.l2_bytes > 0 and spec.memory.l2_bytes_per_cycle <= 0:
         raise ChipFileError(f"{origin}: a chip with an L2 (l2_bytes > 0) needs a positive "
                             f"'memory.l2_bytes_per_cycle'")

@@ -36,7 +36,11 @@ def _info(args) -> int:
                 ("peak int8", f"{chip.peak_int8_tops:.1f} TOPS"),
                 ("peak vector", f"{chip.peak_vector_tflops_fp16:.1f} TFLOPS fp16 ({chip.vector_units} vector units, "
                                 f"a multiply-add as 2 FLOPs)"),
-                ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores"),
+                ("GM bandwidth", f"{chip.gm_bandwidth_gbs:.0f} GB/s, shared by all cores; "
+                                 f"{chip.gm_sustained_bytes_per_cycle * chip.clock_ghz:.0f} GB/s sustained "
+                                 f"({chip.memory.gm_efficiency:.0%} of the pins)"),
+                ("L2", f"{_kib(chip.memory.l2_bytes)}, {chip.memory.l2_line_bytes} B lines, "
+                       f"{chip.memory.l2_bytes_per_cycle * chip.clock_ghz:.0f} GB/s" if chip.memory.l2_bytes else "none"),
                 ("event ids", f"0-{chip.event_ids - 1}"),
                 ("power at full load", _power(chip))]
         if chip.cross_core is not None:

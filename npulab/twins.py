@@ -12,11 +12,12 @@ queue calls        ``npulab._queue``              :mod:`npulab.lang.queue`
 fractal layouts    ``npulab._layouts``            :mod:`npulab.formats.layouts`
 fp16 drains        ``npulab._drains``             :mod:`npulab.formats.drains`
 deferred moves     ``npulab._worker``             :mod:`npulab.formats.worker`
+L2 replay          ``npulab._l2``                 :mod:`npulab.sim.l2`
 =================  =============================  ====================================
 
 The side is "cython" unless the environment variable ``NPULAB_TWINS`` says "python". A launch
 reads the switch once, when its device is made, and runs everything on that side: the
-timeline, the stream, the queue calls, the byte moves and FixPipe's drains, and whether the
+timeline, the stream, the queue calls, the byte moves, FixPipe's drains, the L2 replay, and whether the
 moves are deferred to the worker thread (only the Cython worker defers)::
 
     from npulab import twins

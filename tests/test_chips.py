@@ -78,7 +78,7 @@ def test_every_figure_has_a_source_or_says_chosen():
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "E1", "E2", "C1", "C2", "3rd", "press", "chosen",
+                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "E1", "E2", "C1", "C2", "M1", "M2", "M3", "3rd", "press", "chosen",
                         "derived", "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
@@ -101,8 +101,20 @@ def test_buffers_and_alignment_from_facts():
 
 def test_gm_bandwidth_is_shared_between_cores():
     chip = npulab.get_chip("910")
-    assert chip.gm_share_bytes_per_cycle(1) == chip.memory.gm_bytes_per_cycle
-    assert chip.gm_share_bytes_per_cycle(32) == pytest.approx(chip.memory.gm_bytes_per_cycle / 32)
+    sustained = chip.memory.gm_bytes_per_cycle * chip.memory.gm_efficiency
+    assert chip.memory.gm_efficiency < 1            # a DRAM never sustains its pins
+    assert chip.gm_share_bytes_per_cycle(1) == pytest.approx(sustained)
+    assert chip.gm_share_bytes_per_cycle(32) == pytest.approx(sustained / 32)
+
+
+@pytest.mark.parametrize("field,value,match", [("gm_efficiency = 0.89", "gm_efficiency = 1.2", "in \\(0, 1\\]"),
+                                               ("l2_line_bytes = 128", "l2_line_bytes = 96", "power of two")])
+def test_a_chip_file_with_an_impossible_memory_figure_says_why(tmp_path, field, value, match):
+    text = (Path(npulab.get_chip("910").source)).read_text(encoding="utf-8")
+    assert field in text
+    (tmp_path / "bad.toml").write_text(text.replace(field, value), encoding="utf-8")
+    with pytest.raises(npulab.ChipFileError, match=match):
+        load_chip(tmp_path / "bad.toml")
 
 
 def _write(tmp_path, text):

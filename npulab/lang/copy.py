@@ -80,7 +80,8 @@ def _copy(dst, src, count: int, what: str, padded: bool, pad_value=0) -> None:
                route=f"{route[0]}->{route[1]}",
                reads=[src.byte_range(count)], writes=[dst.byte_range(wcount)], lat=lat)
     if route[0] == "GM":
-        dev.gm.read(core, i, moved, src.byte_range(count))
+        name, lo, hi = src.byte_range(count)
+        dev.gm.read(core, i, moved, (name, lo, hi - lo, hi - lo, 1))
     elif route[1] == "GM":
         name, lo, hi = dst.byte_range(count)
         dev.gm.write(core, i, pipe, moved, (name, lo, hi - lo, hi - lo, 1))
@@ -172,15 +173,15 @@ def data_copy_strided(dst, src, block_count: int, block_len: int, src_stride: in
         writes = [(dst.buffer.name, b0 + j * ds * item, b0 + (j * ds + ln) * item) for j in range(cnt)]
     if pipe == Pipe.V:
         vector_hazard(core, reads, writes)
-    gm = (src.name, src.offset, cnt, ln, ss) if route[0] == "GM" else \
+    gm = (f"GM:{src.name}", src.offset * item, ln * item, ss * item, cnt) if route[0] == "GM" else \
         (f"GM:{dst.name}", dst.offset * item, ln * item, ds * item, cnt) if route[1] == "GM" else None
     issue_strided(dev, core, route, moved, f"{what} {cnt}x{ln} {route[0]}->{route[1]}", reads, writes, gm)
 
 
 def issue_strided(dev, core, route: tuple, moved: int, name: str, reads, writes, gm) -> None:
     """Issue one strided copy of ``moved`` bytes on ``route`` (a key of the copy routes) and
-    record its GM side: ``gm`` is the read's key (GM -> on chip) or the written rows (GM name,
-    first byte, bytes a row, bytes row to row, rows) of a write."""
+    record its GM side: ``gm`` is the rows it reads (GM -> on chip) or writes (GM name, first
+    byte, bytes a row, bytes row to row, rows)."""
     pipe, op = _STRIDED[route]
     key = ("strided", route, moved)          # a tile's copies repeat a few sizes: priced once a launch
     priced = dev.memo.get(key)

@@ -117,7 +117,8 @@ def data_copy_nd2nz(dst: LocalTensor, src: GlobalTensor, n_value: int, d_value: 
                    energy=copy_energy_pj(dev.chip, "GM", "L1", moved), route="GM->L1",
                    reads=[(f"GM:{src.name}", src.offset * src.itemsize, (src.offset + span) * src.itemsize)],
                    writes=[dst.byte_range(need)])
-    dev.gm.read(core, i, moved, (src.name, src.offset, rows, cols, stride))
+    it = src.itemsize
+    dev.gm.read(core, i, moved, (f"GM:{src.name}", src.offset * it, cols * it, stride * it, rows))
 
 
 # -- L1 -> L0A / L0B ---------------------------------------------------------------------------

@@ -190,7 +190,7 @@ def full_load_watts(chip: "ChipSpec | str") -> dict:
         "vector": aiv * chip.vector.bytes_per_cycle * 3 * e.vector_byte_pj * hz,
         "on-chip ends of GM copies": (mte2_into + aiv * p.mte3_bytes_per_cycle * e.ub_byte_pj
                                       + aic * p.fix_bytes_per_cycle * e.l0_byte_pj) * hz,
-        "HBM": mem.gm_bytes_per_cycle * e.gm_byte_pj * hz,
+        "HBM": chip.gm_sustained_bytes_per_cycle * e.gm_byte_pj * hz,
         "L2": mem.l2_bytes_per_cycle * e.l2_byte_pj * hz,
     }
     parts["total"] = sum(parts.values())

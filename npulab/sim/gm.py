@@ -3,7 +3,10 @@
 Every copy that reads or writes GM is recorded here when it is issued, and its duration is
 settled when the launch finishes, because what one copy costs depends on all the others:
 
-* **Cores share GM.** With ``a`` cores active, each core gets ``gm_bytes_per_cycle / a`` (the
+* **HBM sustains less than its pins.** A DRAM loses cycles to refresh, bank conflicts and
+  read/write turnarounds: the chip sustains ``gm_bytes_per_cycle x gm_efficiency`` (each chip
+  file gives the fraction and its source; data/FACTS.md, "GM and L2").
+* **Cores share GM.** With ``a`` cores active, each core gets that sustained rate ``/ a`` (the
   cores of the launch: AIV cores for a vector-only kernel on a split chip, see ``cores_for``).
 * **A core's reads and writes share its part while both are under way.** Reads (MTE2) and
   writes (MTE3, FixPipe) split the part in proportion to the bytes each direction moves on
@@ -20,28 +23,41 @@ settled when the launch finishes, because what one copy costs depends on all the
   first tile before it can write anything is not charged as if part of its bandwidth were
   reserved for writes that have not started. (Chosen simplification: cores still split HBM
   evenly, whatever the others are doing.)
-* **L2 serves repeats.** Reads are replayed through an LRU cache of ``l2_bytes`` in an
-  interleaved order (the j-th read of every core at about the same time, cores in index
-  order). A miss fetches from HBM; a later read of the same range before eviction is a hit.
-  The HBM bytes of one fetch are shared by every read it serves. A read then occupies MTE2 for
+* **L2 holds lines.** Every copy records the bytes it touches as rows (GM buffer, first byte,
+  bytes a row, bytes from row to row, rows). Reads and writes are replayed, in an interleaved
+  order (the j-th GM copy of every core at about the same time, cores in index order), through
+  an LRU cache of ``l2_bytes`` in lines of ``l2_line_bytes`` (:mod:`npulab.sim.l2`, with its
+  Cython twin ``npulab._l2``). A read hits for every line L2 holds, whoever left it there, so a
+  read that overlaps part of an earlier read gets those lines from L2 and fetches the rest; a
+  miss fetches a whole line from HBM (a read of part of a line pays for all of it). Writes are
+  write-back, write-allocate: their lines stay in L2 and a later read of them hits (they reach
+  HBM when evicted; each write is charged its bytes at once). The HBM bytes of one fetch are
+  shared by every read the line serves. A read then occupies MTE2 for
 
       max(bytes / min(MTE2 rate, the core's L2 share),  hbm bytes / the core's read share)
 
-  cycles (``dur``), so a matmul whose block swizzle makes tiles hit in L2 is bound by L2, not
-  HBM. On a chip with no L2 (``l2_bytes = 0``) every read misses.
+  cycles (``dur``), the L2 share being ``l2_bytes_per_cycle`` over the active cores (each
+  core's L2 read port), so a matmul whose block swizzle makes tiles hit in L2 is bound by L2,
+  not HBM. On a chip with no L2 (``l2_bytes = 0``) every line misses. ``stats`` counts lines:
+  ``l2_hits`` and ``l2_misses`` are the lines reads found and fetched.
 * **L2 hits cost L2's energy.** A copy is charged GM's energy per byte when it is issued; once
-  the replay knows which bytes L2 served, those are charged ``l2_byte_pj`` instead.
+  the replay knows which bytes L2 served, those are charged ``l2_byte_pj`` instead, and the HBM
+  bytes of the lines a read fetched cost ``gm_byte_pj`` each (more than it reads when it uses
+  part of a line).
 * **Start-up is latency, not occupancy.** Every copy is then in flight for its pipe's start-up
-  cycles (``lat``, set here too): the pipe moves the next copy's bytes meanwhile, so
-  back-to-back copies pay the latency once, not once each (:mod:`npulab.sim.timeline`).
+  cycles (``lat``, set here too; a read that L2 served wholly for ``l2_hit_startup_cycles``
+  instead, as an L2 hit answers sooner than HBM): the pipe moves the next copy's bytes
+  meanwhile, so back-to-back copies pay the latency once, not once each
+  (:mod:`npulab.sim.timeline`).
 """
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 import numpy as np
 
+from .. import _l2, twins
+from . import l2
 from .isa import Pipe
 
 #: :meth:`GmTraffic.refine` stops when no copy's duration changed by more than this fraction
@@ -53,73 +69,79 @@ class GmTraffic:
 
     def __init__(self, device):
         self.device = device
-        self.reads: list[tuple] = []      # (seq on its core, core index, instruction, key, nbytes)
+        self.reads: list[tuple] = []      # (seq on its core, core index, instruction, rows, nbytes)
         self.writes: list[tuple] = []     # (core index, instruction, pipe, nbytes)
-        self.write_rows: list[tuple] = []  # (core index, instruction, rows): see write()
+        self.write_rows: list[tuple] = []  # (seq on its core, core index, instruction, rows)
         self._seq: dict[int, int] = {}
         self.stats = {"l2_hits": 0, "l2_misses": 0, "hbm_read_bytes": 0, "gm_write_bytes": 0}
 
-    def read(self, core, index: int, nbytes: int, key) -> None:
-        """Instruction ``index`` of ``core`` (an MTE2 copy) reads ``nbytes`` of GM; ``key`` names
-        the exact bytes (any hashable), so that a repeat of the same range can hit in L2."""
+    def _next(self, core) -> int:
         s = self._seq.get(core.index, 0)
         self._seq[core.index] = s + 1
-        self.reads.append((s, core.index, index, key, int(nbytes)))
+        return s
 
-    def write(self, core, index: int, pipe: Pipe, nbytes: int, rows=None) -> None:
+    def read(self, core, index: int, nbytes: int, rows: tuple) -> None:
+        """Instruction ``index`` of ``core`` (an MTE2 copy) reads ``nbytes`` of GM (what the DMA
+        moves); ``rows`` are the bytes it reads, (GM name, first byte, bytes a row, bytes from
+        row to row, rows), so that L2 finds the lines earlier copies left there."""
+        self.reads.append((self._next(core), core.index, index, rows, int(nbytes)))
+
+    def write(self, core, index: int, pipe: Pipe, nbytes: int, rows: tuple) -> None:
         """Instruction ``index`` of ``core`` writes ``nbytes`` to GM on ``pipe`` (MTE3 or FIX).
-        ``rows``: the bytes written, (GM name, first byte, bytes a row, bytes from row to row,
-        rows), kept for the race check between blocks when races are checked."""
+        ``rows``: the bytes written, as :meth:`read`'s; they take L2 lines (write-allocate) and
+        the race check between blocks reads them."""
         self.writes.append((core.index, index, pipe, int(nbytes)))
-        if rows is not None and self.device.check_races:
-            self.write_rows.append((core.index, index, rows))
+        self.write_rows.append((self._next(core), core.index, index, rows))
 
     def block_accesses(self):
-        """Every GM write (row by row) and every contiguous GM read of the launch, as
-        (buffer, lo, hi, is_write, core, instruction), for races.find_block_race. (A strided
-        read is left out: its key gives no exact bytes, and its span would overlap writes it
-        does not touch.)"""
-        for ci, idx, (buf, lo, row, step, nrows) in self.write_rows:
-            if nrows == 1 or step == row:
-                yield buf, lo, lo + step * (nrows - 1) + row, True, ci, idx
-            else:
-                for r in range(nrows):
-                    yield buf, lo + r * step, lo + r * step + row, True, ci, idx
-        for _, ci, idx, key, _ in self.reads:
-            if len(key) == 3 and isinstance(key[0], str) and key[0].startswith("GM:"):
-                yield key[0], key[1], key[2], False, ci, idx
+        """Every GM write and read of the launch, row by row (a row that continues the last one
+        merged into it), as (buffer, lo, hi, is_write, core, instruction), for
+        races.find_block_race."""
+        for _, ci, idx, rows in self.write_rows:
+            yield from _spans(rows, True, ci, idx)
+        for _, ci, idx, rows, _ in self.reads:
+            yield from _spans(rows, False, ci, idx)
 
-    def _replay_l2(self) -> list[float]:
-        """HBM bytes of every read, in recording order, after the L2 replay."""
-        capacity = self.device.chip.memory.l2_bytes
-        lru: OrderedDict = OrderedDict()          # key -> (fetch id, nbytes)
-        used = 0
-        readers: list[int] = []                   # reads served by each fetch
-        fetch_of = [0] * len(self.reads)
-        for r in sorted(range(len(self.reads)), key=lambda r: self.reads[r][:2]):
-            key, nbytes = self.reads[r][3], self.reads[r][4]
-            hit = lru.get(key)
-            if hit is not None:
-                lru.move_to_end(key)
-                readers[hit[0]] += 1
-                fetch_of[r] = hit[0]
-                continue
-            fetch_of[r] = len(readers)
-            readers.append(1)
-            lru[key] = (fetch_of[r], nbytes)
-            used += nbytes
-            while used > capacity and lru:
-                _, (_, nb) = lru.popitem(last=False)
-                used -= nb
-        self.stats["l2_misses"] = len(readers)
-        self.stats["l2_hits"] = len(self.reads) - len(readers)
-        return [read[4] / readers[fetch_of[r]] for r, read in enumerate(self.reads)]
+    def _replay_l2(self):
+        """The L2 replay (:mod:`npulab.sim.l2`, on the launch's side of npulab.twins) of every
+        read and write in an interleaved order: the j-th GM copy of every core at about the same
+        time, cores in index order. Returns, for every read in recording order, the HBM bytes
+        it is charged and whether L2 held every line it read."""
+        mem = self.device.chip.memory
+        n = len(self.reads)
+        total = n + len(self.write_rows)
+        if not total:
+            return [], []
+        seq, core, rows = [], [], []          # columns: the reads, then the writes
+        for recorded in (self.reads, self.write_rows):
+            if recorded:
+                cols = list(zip(*recorded))   # (seq, core, instruction, rows, ...)
+                seq += cols[0]
+                core += cols[1]
+                rows += cols[3]
+        names, lo, row, step, nrows = zip(*rows)
+        ids = {name: i for i, name in enumerate(dict.fromkeys(names))}
+        order = np.lexsort((np.asarray(core, np.int64), np.asarray(seq, np.int64)))   # by seq, then core
+        is_write = np.zeros(total, np.int8)
+        is_write[n:] = 1
+        line = mem.l2_line_bytes
+        capacity = mem.l2_bytes // line
+        replay = twins.pick(_l2.replay, l2.replay, self.device.twins)
+        hbm_o, hits_o, miss_o = replay(*(np.asarray(c, np.int64)[order] for c in
+                                         ([ids[x] for x in names], lo, row, step, nrows)),
+                                       is_write[order], line, capacity)
+        hbm, hits, misses = np.zeros(total), np.zeros(total, np.int64), np.zeros(total, np.int64)
+        hbm[order], hits[order], misses[order] = hbm_o, hits_o, miss_o
+        self.stats["l2_hits"] = int(hits[:n].sum())
+        self.stats["l2_misses"] = int(misses[:n].sum())
+        served = (misses[:n] == 0) & (hits[:n] > 0) & (capacity > 0)
+        return hbm[:n].tolist(), served.tolist()
 
     def settle(self) -> dict:
         """Set the duration of every recorded copy; return the traffic statistics."""
         dev = self.device
         chip = dev.chip
-        hbm = self._replay_l2()
+        hbm, served = self._replay_l2()
         # the middle of each core's stream: from its first write to its last read
         first_write = {c.index: None for c in dev.cores}
         last_read = {c.index: -1 for c in dev.cores}
@@ -141,8 +163,10 @@ class GmTraffic:
         rates = {Pipe.MTE3: (p.mte3_bytes_per_cycle, p.mte3_startup_cycles),
                  Pipe.FIX: (p.fix_bytes_per_cycle, p.fix_startup_cycles)}
         # every copy: (core, instruction, is a read, floor cycles, HBM bytes, start-up, shared)
+        hit_startup = min(chip.memory.l2_hit_startup_cycles, p.mte2_startup_cycles)
         copies = [(r[1], r[2], True, r[4] / min(p.mte2_bytes_per_cycle, l2_share), h,
-                   p.mte2_startup_cycles, shared_read(r[1], r[2])) for r, h in zip(self.reads, hbm)]
+                   hit_startup if s else p.mte2_startup_cycles, shared_read(r[1], r[2]))
+                  for r, h, s in zip(self.reads, hbm, served)]
         for ci, idx, pipe, nbytes in self.writes:
             rate, startup = rates[Pipe(pipe)]
             copies.append((ci, idx, False, nbytes / rate, nbytes, startup, shared_write(ci, idx)))
@@ -172,13 +196,15 @@ class GmTraffic:
             mine = share * part if shared else share
             durs[ci][idx] = int(math.ceil(max(floor, nbytes / mine)))
             lats[ci][idx] = int(startup)
-        # energy: a copy was charged GM's energy for every byte at issue; the bytes L2 served
-        # cost L2's instead (writes all reach HBM)
-        saved = chip.energy.gm_byte_pj - chip.energy.l2_byte_pj
-        if saved:
-            energies = {c.index: c.energy for c in dev.cores}
-            for read, h in zip(self.reads, hbm):
-                energies[read[1]][read[2]] -= saved * (read[4] - h)
+        # energy: a copy was charged GM's energy for every byte at issue; a read is charged it
+        # for the HBM bytes of its lines instead (more than it reads when it uses part of a
+        # line), and the bytes L2 served cost L2's (writes all reach HBM)
+        gm_pj, l2_pj = chip.energy.gm_byte_pj, chip.energy.l2_byte_pj
+        energies = {c.index: c.energy for c in dev.cores}
+        for read, h in zip(self.reads, hbm):
+            nb = read[4]
+            if h != nb:
+                energies[read[1]][read[2]] += gm_pj * (h - nb) + l2_pj * max(0.0, nb - h)
         self.stats["hbm_read_bytes"] = int(round(sum(hbm)))
         self.stats["gm_write_bytes"] = int(sum(w[3] for w in self.writes))
         return dict(self.stats)
@@ -227,6 +253,17 @@ class GmTraffic:
         for i, c in zip(idx.tolist(), cycles.tolist()):
             d[i] = c
         return True
+
+
+def _spans(rows, is_write, ci, idx):
+    """The byte ranges of ``rows`` (GM name, first byte, bytes a row, bytes row to row, rows),
+    as block_accesses yields them: one range when the rows are packed."""
+    buf, lo, row, step, nrows = rows
+    if nrows == 1 or step == row:
+        yield buf, lo, lo + step * (nrows - 1) + row, is_write, ci, idx
+    else:
+        for r in range(nrows):
+            yield buf, lo + r * step, lo + r * step + row, is_write, ci, idx
 
 
 def _union(lo, hi):

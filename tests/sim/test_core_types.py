@@ -47,8 +47,8 @@ def test_split_chip_file_needs_vector_cores(tmp_path):
 
 def test_gm_is_shared_by_the_cores_of_the_launch():
     c = npulab.get_chip("910b")
-    assert c.gm_share_bytes_per_cycle(48, "aiv") * 48 == pytest.approx(c.memory.gm_bytes_per_cycle)
-    assert c.gm_share_bytes_per_cycle(48, "aic") * 24 == pytest.approx(c.memory.gm_bytes_per_cycle)
+    assert c.gm_share_bytes_per_cycle(48, "aiv") * 48 == pytest.approx(c.gm_sustained_bytes_per_cycle)
+    assert c.gm_share_bytes_per_cycle(48, "aic") * 24 == pytest.approx(c.gm_sustained_bytes_per_cycle)
     # 48 AIV cores together never pass the HBM roofline: an Add moves 3 x its bytes at best at
     # gm_bytes_per_cycle
     x, y = _xy(48 * 64 * 1024, np.float16)

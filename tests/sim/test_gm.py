@@ -126,3 +126,17 @@ def test_a_read_ahead_never_moves_bytes_faster_than_the_share(chip, depth):
                      core_type="aiv", mode="timing").trace
     share = c.gm_share_bytes_per_cycle(cores, "aiv")
     assert tiles * n * 2 * 2 / share <= tr.cycles
+
+
+@pytest.mark.parametrize("chip", ["910", "910b", "310"])
+def test_a_streaming_add_is_capped_at_what_the_dram_sustains(chip):
+    """A DRAM does not sustain its pins' rate: an Add over every core moves its bytes at most at
+    gm_efficiency x the pins' rate, and close to it (it streams)."""
+    from npulab.kernels.elementwise import add_tiling, launch_add
+    c = npulab.get_chip(chip)
+    x = np.zeros(2_000_000, np.float16)
+    _, tr = launch_add(x, np.zeros_like(x), add_tiling(x.size, x.dtype, c), c, "timing")
+    s = tr.summary()
+    rate = (s["gm_read_bytes"] + s["gm_write_bytes"]) / s["cycles"]
+    assert c.memory.gm_efficiency < 1
+    assert 0.9 * c.gm_sustained_bytes_per_cycle < rate <= c.gm_sustained_bytes_per_cycle

@@ -46,9 +46,11 @@ def estimate_cycles(t: MatmulTiling, chip=DEFAULT_CHIP) -> float:
     l1_bytes = (s.tile_m + s.tile_n) * p.k * item
     l1_steps = ceil_div(p.k, s.tile_k)
     pc = chip.pipes
-    mte2 = l1_bytes / pc.mte2_bytes_per_cycle
     share = chip.gm_share_bytes_per_cycle(min(s.block_dim, chip.ai_cores))
     wave = min(chip.ai_cores, s.block_dim, t.core_loops)
+    # the bytes come at MTE2's rate or the core's part of L2, whichever is less (sim/gm.py)
+    l2_part = chip.memory.l2_bytes_per_cycle / max(1, min(s.block_dim, chip.ai_cores))
+    mte2 = l1_bytes / min(pc.mte2_bytes_per_cycle, max(share, l2_part))
     hbm = wave_bytes(t, chip, s.swizzle_offset, s.swizzle_direction) * p.k * item / max(1, wave) / share
     mte1 = l1_bytes / pc.mte1_bytes_per_cycle
     # the A and B copies of a step go back to back: one start-up each step
