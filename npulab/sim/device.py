@@ -18,7 +18,7 @@ from ..chips import CORE_TYPES, ChipSpec, get_chip
 from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBudgetError, RaceError,
                       SyncError)
 from .. import _stream, _timeline, formats, twins
-from . import races, stream, timeline
+from . import l1port, races, stream, timeline
 from .cost import CostModel
 from .cross_core import CrossFlags, check_pending, schedule_together
 from .gm import GmTraffic
@@ -368,7 +368,10 @@ class Device:
         durs, tls, joins = run()
         # GM copies: the read/write split only where the two directions overlap
         for _ in range(GM_ROUNDS):
-            changed = [c for c in group if self.gm.refine(self.cores[c], tls[c].result()[0])]
+            # GM copies (the read/write split) and MTE1 loads (L1's port shared with MTE2): both
+            # passes run on every core, each round
+            changed = [c for c in group if self.gm.refine(self.cores[c], tls[c].result()[0]) |
+                       l1port.refine(self.cores[c], tls[c].result()[0])]
             if not changed:
                 break
             durs, tls, joins = run()
