@@ -17,6 +17,7 @@ vector unit, each a kernel in npulab's kernel language written the way AIBench's
   computes them: mask x repeats per instruction, one per lane (a multiply).
 
 Both sweep the sizes the generators sweep (a few of them) and report the best, with the sweep.
+Times are the launch's (``Trace.cycles``: its start-up, ``launch_cycles``, included).
 Nothing here tunes the model: the rows are what the cost model gives.
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _cube_row(chip, size: int) -> dict:
     flops = 2 * size ** 3 * ITERATIONS * BLOCKS
     seconds = tr.cycles / (chip.clock_ghz * 1e9)
     tflops = flops / seconds / 1e12
-    return {"size": size, "cycles": int(tr.cycles), "tflops": tflops,
+    return {"size": size, "cycles": int(tr.cycles), "core_time": tr.core_time, "tflops": tflops,
             "utilization": tflops / chip.peak_fp16_tflops, **tr.pipe_ratios()}
 
 
@@ -109,6 +110,7 @@ def cube(chip="910") -> dict:
     best = max(rows, key=lambda r: r["tflops"])
     return {"chip": chip.name, "bench": "cube", "tflops": best["tflops"], "peak_tflops": chip.peak_fp16_tflops,
             "utilization": best["utilization"], "size": best["size"], "blocks": BLOCKS, "iterations": ITERATIONS,
+            "cycles": best["cycles"], "launch_cycles": best["cycles"] - best["core_time"],
             "run": (f"{BLOCKS} blocks x {ITERATIONS} x (A, B GM -> L1, L1 -> L0A/L0B, mmad "
                     f"{best['size']}^3 fp16, L0C -> GM{' via UB' if chip.cube.output_path != 'fixpipe' else ''}), "
                     f"single-buffered as AIBench's TIK matmul_workload"),
@@ -137,7 +139,8 @@ def _vector_row(chip, repeats: int) -> dict:
     flops = MASK * repeats * ITERATIONS * BLOCKS
     gflops = flops / (tr.cycles / (chip.clock_ghz * 1e9)) / 1e9
     peak = cores * MASK * chip.clock_ghz            # one fp16 operation a lane a cycle, every vector core
-    return {"repeats": repeats, "cycles": int(tr.cycles), "gflops": gflops, "utilization": gflops / peak,
+    return {"repeats": repeats, "cycles": int(tr.cycles), "core_time": tr.core_time, "gflops": gflops,
+            "utilization": gflops / peak,
             "bank_conflict_ratio": tr.bank_conflict_ratio, **tr.pipe_ratios()}
 
 
@@ -152,7 +155,7 @@ def vector(chip="910") -> dict:
     peak = chip.cores_for("aiv") * MASK * chip.clock_ghz
     return {"chip": chip.name, "bench": "vector", "gflops": best["gflops"], "peak_gflops": peak,
             "utilization": best["utilization"], "repeats": best["repeats"], "blocks": BLOCKS,
-            "iterations": ITERATIONS,
+            "iterations": ITERATIONS, "cycles": best["cycles"], "launch_cycles": best["cycles"] - best["core_time"],
             "run": (f"{BLOCKS} blocks x {ITERATIONS} dependent vec_mul (mask {MASK}, {best['repeats']} repeats, "
                     f"fp16) over UB; FLOPs = mask x repeats per instruction"),
             "pipe_ratios": {k: v for k, v in best.items() if k.endswith("_ratio") and k != "bank_conflict_ratio"},
