@@ -186,7 +186,8 @@ def full_load_watts(chip: "ChipSpec | str") -> dict:
     under this energy model: {part: watts} and "total".
 
     The cube runs fractal steps back to back in the dtype that costs most, each step with a new
-    output fractal (the most L0 traffic); MTE1 streams L1 -> L0 and the vector unit reads two
+    output fractal (the most L0 traffic); MTE1 streams L1 -> L0 (at what L1's port leaves beside
+    MTE2's writes into L1) and the vector unit reads two
     operands and writes one at their byte rates; MTE2, MTE3 and FixPipe fill and drain L1, UB and
     L0C at their pipe rates, while GM moves bytes at most at its bandwidth (every HBM byte at
     ``gm_byte_pj``) and L2 serves reads at most at its own (``l2_byte_pj`` each); static power on
@@ -202,12 +203,14 @@ def full_load_watts(chip: "ChipSpec | str") -> dict:
                / max(1.0, FRACTAL_ROWS * FRACTAL_ROWS * c0_of(dt) / macs_per_cycle(chip, dt))
                for dt in (np.float16, np.int8, np.float32))
     mte2_into = aic * p.mte2_bytes_per_cycle * e.l1_byte_pj
+    # MTE1 reads L1 at its L0A rate, or what L1's one port leaves beside MTE2's writes (sim.l1port)
+    mte1 = max(0.0, min(p.mte1_bytes_per_cycle, p.l1_port_bytes_per_cycle - p.mte2_bytes_per_cycle))
     if chip.arch == "split":                         # the AIV cores read GM into their UB
         mte2_into += aiv * p.mte2_bytes_per_cycle * e.ub_byte_pj
     parts = {
         "static": chip.power.static_watts,
         "cube": aic * step * hz,
-        "mte1": aic * p.mte1_bytes_per_cycle * (e.l1_byte_pj + e.l0_byte_pj) * hz,
+        "mte1": aic * mte1 * (e.l1_byte_pj + e.l0_byte_pj) * hz,
         "vector": aiv * chip.vector.bytes_per_cycle * 3 * e.vector_byte_pj * hz,
         "on-chip ends of GM copies": (mte2_into + aiv * p.mte3_bytes_per_cycle * e.ub_byte_pj
                                       + aic * p.fix_bytes_per_cycle * e.l0_byte_pj) * hz,
