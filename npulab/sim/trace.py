@@ -158,6 +158,16 @@ class Trace:
         np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
 
+    def issue_cycles(self, core: int | None = None, role: str | None = None) -> int:
+        """Cycles the scalar unit spent issuing the other pipes' instructions (``issue_cycles``
+        each, sim.timeline), over ``core``, the cores of ``role`` or all cores."""
+        issued = (self.pipe != int(Pipe.S)) & (self.kind != Kind.BARRIER_ALL)
+        if core is not None:
+            issued &= self.core == core
+        if role is not None:
+            issued &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
+        return int(np.count_nonzero(issued)) * int(self.chip.issue_cycles)
+
     @property
     def in_flight(self) -> np.ndarray:
         """Cycles each instruction was in flight after its pipe let it go (``end - busy_end``;
@@ -166,11 +176,13 @@ class Trace:
         return self.end - self.busy_end
 
     def pipe_ratios(self, core: int | None = None, role: str | None = None) -> dict[str, float]:
-        """msprof PipeUtilization: busy cycles of each pipe / the kernel's cycles (averaged over
-        the cores used, or over the cores of ``role``, when ``core`` is None)."""
+        """msprof PipeUtilization: busy cycles of each pipe / the cores' time (averaged over
+        the cores used, or over the cores of ``role``, when ``core`` is None); the scalar unit's
+        include issuing the other pipes' instructions (:meth:`issue_cycles`)."""
         cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
         denom = max(1, self.core_time) * max(1, cores)
         busy = self.busy_cycles(core, role)
+        busy[int(Pipe.S)] += self.issue_cycles(core, role)    # issuing is the scalar unit's work too
         return {RATIO_NAMES[Pipe(p)]: float(busy[p]) / denom for p in range(NUM_PIPES)}
 
     @property

@@ -164,14 +164,18 @@ def test_many_small_instructions_cost_their_issue():
     from npulab import get_chip
     chip = get_chip("910")
     n = 255 * 128                                        # fp16: 128 elements a repeat
-    spans = {}
+    spans, ratios = {}, {}
     for piece in (n, 128):
         tr = lang.launch(_adds_in_pieces, 1, np.zeros(4, np.float16), n, piece, chip="910", mode="timing").trace
         sel = np.flatnonzero(tr.op == Op.VEC_SCALAR)
         assert len(sel) == n // piece
         spans[piece] = int(tr.end[sel].max() - tr.start[sel].min())
+        ratios[piece] = tr.pipe_ratios()
     assert chip.issue_cycles > 1
     assert spans[n] == 255 + chip.vector.startup_cycles
     # at least one issue slot each (lang.sync's conservative barrier every MAX_TRACKED adds a few)
     assert spans[128] >= 254 * chip.issue_cycles + 1 + chip.vector.startup_cycles
     assert spans[128] > 3 * spans[n]
+    # and the trace says why: the scalar unit, issuing, is busier than the vector unit
+    assert ratios[128]["scalar_ratio"] > ratios[128]["vec_ratio"]
+    assert ratios[n]["scalar_ratio"] < ratios[n]["vec_ratio"]
