@@ -33,7 +33,8 @@ OUTPUT_PATHS = ("fixpipe", "ub", "ub_convert")
 class CubeSpec:
     macs_per_cycle_fp16: int
     macs_per_cycle_int8: int
-    startup_cycles: int
+    fill_cycles: int            # issue to the first fractal step, hidden behind a busy cube
+    drain_cycles: int           # last fractal step to its result in L0C
     output_path: str            # one of OUTPUT_PATHS
 
 
@@ -44,6 +45,8 @@ class VectorSpec:
     max_repeat: int
     startup_cycles: int
     transcendental_cycles_per_repeat: int
+    ub_bank_bytes: int          # one UB bank (rows of 32 B); the UB is ub / ub_bank_bytes banks
+    ub_bank_groups: int         # bank b is in group b % ub_bank_groups
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,23 @@ class MemorySpec:
 class PipeSpec:
     mte2_bytes_per_cycle: float
     mte2_startup_cycles: int
-    mte1_bytes_per_cycle: float
+    mte1_bytes_per_cycle: float         # L1 -> L0A
+    mte1_l0b_bytes_per_cycle: float     # L1 -> L0B
     mte1_startup_cycles: int
+    l1_port_bytes_per_cycle: float      # L1's one port: MTE1 reads and MTE2 writes share it
+    l0c_to_ub_bytes_per_cycle: float    # L0C drain into UB (coupled chips, on the vector pipe)
     mte3_bytes_per_cycle: float
     mte3_startup_cycles: int
     fix_bytes_per_cycle: float
     fix_startup_cycles: int
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What starting a kernel costs: ``launch_cycles`` once a launch (the task scheduler starts
+    it on the cores), ``block_start_cycles`` each time a core starts a block."""
+    launch_cycles: int
+    block_start_cycles: int
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,7 @@ class ChipSpec:
     align: BufferSpec
     memory: MemorySpec
     pipes: PipeSpec
+    launch: LaunchSpec
     energy: EnergySpec
     power: PowerSpec
     cross_core: CrossCoreSpec | None = None
@@ -203,7 +218,7 @@ class ChipSpec:
 
 
 _SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
-             "memory": MemorySpec, "pipes": PipeSpec, "energy": EnergySpec, "power": PowerSpec,
+             "memory": MemorySpec, "pipes": PipeSpec, "launch": LaunchSpec, "energy": EnergySpec, "power": PowerSpec,
              "cross_core": CrossCoreSpec}
 #: sections a chip file may leave out (their field is then None)
 _OPTIONAL = ("cross_core",)
@@ -295,7 +310,8 @@ def load_chip(path: str | Path) -> ChipSpec:
         a = getattr(spec.align, name)
         if a <= 0 or a & (a - 1):
             raise ChipFileError(f"{origin}: field 'align.{name}' must be a power of two, got {a}")
-    for name in ("mte2_bytes_per_cycle", "mte1_bytes_per_cycle", "mte3_bytes_per_cycle", "fix_bytes_per_cycle"):
+    for name in ("mte2_bytes_per_cycle", "mte1_bytes_per_cycle", "mte1_l0b_bytes_per_cycle", "mte3_bytes_per_cycle",
+                 "fix_bytes_per_cycle", "l1_port_bytes_per_cycle", "l0c_to_ub_bytes_per_cycle"):
         if getattr(spec.pipes, name) <= 0:
             raise ChipFileError(f"{origin}: field 'pipes.{name}' must be positive")
     if spec.memory.gm_bytes_per_cycle <= 0 or spec.vector.bytes_per_cycle <= 0:
@@ -312,11 +328,10 @@ def load_chip(path: str | Path) -> ChipSpec:
     if rb < 32 or rb % 32:
         raise ChipFileError(f"{origin}: field 'vector.repeat_bytes' must be a whole number of 32-byte "
                             f"blocks (a repeat is 8 of them on Ascend: 256), got {rb!r}")
-    startups = [("cube.startup_cycles", spec.cube.startup_cycles), ("vector.startup_cycles", spec.vector.startup_cycles)]
-    startups += [(f"pipes.{f.name}", getattr(spec.pipes, f.name)) for f in dataclasses.fields(PipeSpec) if f.name.endswith("startup_cycles")]
-    for name, v in startups:
-        if v < 0:
-            raise ChipFileError(f"{origin}: field '{name}' must be 0 or more, got {v!r}")
+    vb = spec.vector
+    if vb.ub_bank_bytes < 32 or vb.ub_bank_bytes % 32 or vb.ub_bank_groups < 1:
+        raise ChipFileError(f"{origin}: 'vector.ub_bank_bytes' must be a whole number of 32-byte rows and "
+                            f"'vector.ub_bank_groups' at least 1, got {vb.ub_bank_bytes!r} and {vb.ub_bank_groups!r}")
     if spec.memory.gm_bytes <= 0 or spec.memory.l2_bytes < 0 or spec.memory.l2_bytes_per_cycle < 0:
         raise ChipFileError(f"{origin}: 'memory.gm_bytes' must be positive and 'memory.l2_bytes' / "
                             f"'memory.l2_bytes_per_cycle' 0 or more")

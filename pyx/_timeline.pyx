@@ -9,7 +9,7 @@ extension object, so that stopping at a cross-core wait and going on costs nothi
 import numpy as np
 cimport numpy as cnp
 
-from npulab._isa cimport (NUM_PIPES, PIPE_S, KIND_WORK as WORK, KIND_SET as SET, KIND_WAIT as WAIT,
+from npulab._isa cimport (NUM_PIPES, PIPE_S, PIPE_M, KIND_WORK as WORK, KIND_SET as SET, KIND_WAIT as WAIT,
                           KIND_BARRIER_ALL as BARRIER_ALL, KIND_CROSS_WAIT as CROSS_WAIT)
 from npulab.errors import ArgumentError, DeadlockError
 
@@ -77,14 +77,15 @@ cdef class Timeline:
     cdef signed char[:] done
     cdef object start_a, end_a, order_a, match_a, ext_a
     cdef Py_ssize_t n, cursor, norder
-    cdef long long issue_cycles, sclock
+    cdef long long issue_cycles, sclock, fill
+    cdef long long m_work_end                 # when the last WORK of M freed the cube
     cdef long long qoff[NUM_PIPES + 1]
     cdef long long queued[NUM_PIPES]
     cdef long long head[NUM_PIPES]
     cdef long long pipe_free[NUM_PIPES]       # when each pipe can start its next instruction
     cdef long long last_end[NUM_PIPES]        # when everything issued to it has completed
 
-    def __init__(self, pipe, kind, dur, key, long long issue_cycles=1, lat=None):
+    def __init__(self, pipe, kind, dur, key, long long issue_cycles=1, lat=None, long long fill=0):
         cdef Py_ssize_t i, p
         self.pv = np.ascontiguousarray(pipe, dtype=np.int8)
         self.kv = np.ascontiguousarray(kind, dtype=np.int8)
@@ -108,6 +109,8 @@ cdef class Timeline:
         # queue of pipe p = by_pipe[qoff[p] : qoff[p] + queued[p]], read from qoff[p] + head[p]
         self.by_pipe = np.zeros(max(n, 1), dtype=np.int64)
         self.issue_cycles = issue_cycles
+        self.fill = fill
+        self.m_work_end = -1
         for p in range(NUM_PIPES + 1):
             self.qoff[p] = 0
         for i in range(n):
@@ -157,7 +160,8 @@ cdef class Timeline:
     def run(self):
         """Schedule as far as possible; True once every instruction is scheduled."""
         cdef Py_ssize_t i, p, n = self.n, cursor = self.cursor, norder = self.norder
-        cdef long long s, e, m, sclock = self.sclock, issue_cycles = self.issue_cycles
+        cdef long long s, e, m, sclock = self.sclock, issue_cycles = self.issue_cycles, fill = self.fill
+        cdef long long m_work_end = self.m_work_end
         cdef bint progress, busy, finished, stop
         cdef const signed char[:] pv = self.pv, kv = self.kv
         cdef const long long[:] dv = self.dv, lv = self.lv, mv = self.mv
@@ -222,6 +226,12 @@ cdef class Timeline:
                         if _stopped(kp, mp, dp, xp, i):
                             break
                         s = issued[i] if issued[i] > pipe_free[p] else pipe_free[p]
+                        if p == PIPE_M and kv[i] == WORK:
+                            if s > m_work_end:
+                                s = s + fill
+                            elif issued[i] + fill > s:
+                                s = issued[i] + fill
+                            m_work_end = s + dv[i]
                         if kv[i] == WORK:
                             pipe_free[p] = s + dv[i]
                             e = s + dv[i] + lv[i]
@@ -250,6 +260,7 @@ cdef class Timeline:
                     return True
                 if not progress:
                     self.cursor, self.norder, self.sclock = cursor, norder, sclock
+                    self.m_work_end = m_work_end
                     blocked = self.blocked()
                     for i in blocked:
                         if kv[i] == CROSS_WAIT and ext[i] < 0:
@@ -257,16 +268,17 @@ cdef class Timeline:
                     raise DeadlockError(f"deadlock: instructions {blocked} can never start", blocked=blocked)
         finally:
             self.cursor, self.norder, self.sclock = cursor, norder, sclock
+            self.m_work_end = m_work_end
 
     def result(self):
         """``(start, end, order, match)`` as int64 arrays, once :meth:`run` has returned True."""
         return self.start_a, self.end_a, self.order_a, self.match_a
 
 
-def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None, ext=None):
+def schedule(pipe, kind, dur, key, long long issue_cycles=1, lat=None, ext=None, long long fill=0):
     """Return ``(start, end, order, match)`` as int64 arrays for one core's stream (see the twin;
-    ``ext``: the time each CROSS_WAIT may complete)."""
-    tl = Timeline(pipe, kind, dur, key, issue_cycles, lat)
+    ``ext``: the time each CROSS_WAIT may complete; ``fill``: the cube's fill)."""
+    tl = Timeline(pipe, kind, dur, key, issue_cycles, lat, fill)
     cdef Py_ssize_t i
     cdef const signed char[:] kv
     if ext is not None:

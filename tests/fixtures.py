@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 import pytest
 
-from npulab import lang
+from npulab import get_chip, lang
 from npulab.lang import VECCALC, TBuf, TPipe, data_copy_pad
 from npulab.ops.tolerance import tol
 
@@ -120,13 +120,27 @@ def run_vector(body, *arrays, dtype=np.float32, out_dtype=None, chip="teach"):
     out_dtype = out_dtype or dtype
     n = arrays[0].size
 
+    spec = get_chip(chip)
+    need = [n * np.dtype(dtype).itemsize + 32] * len(arrays) + [n * np.dtype(out_dtype).itemsize + 32]
+    # the operands where their blocks never meet in one UB bank group (sim.banks: the groups
+    # repeat every 512 B), as a kernel that avoids bank conflicts places them: the sources at
+    # 0, 256, 64, 320, ... and dst at 128 bytes past a multiple of 512, when that fits
+    where = [(0, 256, 64, 320, 192, 448)[i % 6] for i in range(len(arrays))] + [128]
+    starts, at = [], 0
+    for size, w in zip(need, where):
+        at += (w - at) % 512
+        starts.append(at)
+        at += size
+    sizes = [b - a for a, b in zip(starts, starts[1:] + [at])] if at <= spec.buffers.ub else need
+
     def kernel(out, *ins):
         pipe = TPipe()
         bufs = [TBuf(VECCALC, f"in{i}") for i in range(len(ins))]
         obuf = TBuf(VECCALC, "out")
-        for b in bufs:
-            pipe.init_buffer(b, n * np.dtype(dtype).itemsize + 32)
-        pipe.init_buffer(obuf, n * np.dtype(out_dtype).itemsize + 32)
+        for b, size in zip(bufs, sizes):
+            pipe.init_buffer(b, size)
+        pipe.init_buffer(obuf, sizes[-1])
+        assert sizes is need or [b.get(np.uint8).offset for b in bufs + [obuf]] == starts
         srcs = [b.get(dtype) for b in bufs]
         for s, g in zip(srcs, ins):
             data_copy_pad(s, g, n)

@@ -6,5 +6,7 @@ side in one run are what to quote; absolute seconds depend on the machine.
 * :mod:`~.matmul`, :mod:`~.vector`, :mod:`~.conv`: the kernels' cycles and utilization
   (``npulab bench kernels --family matmul|vector|conv``), and the functional simulator's speed
   against numpy;
+* :mod:`~.micro`: AIBench's cube and vector microbenchmarks (C1) as kernels in the kernel
+  language (``micro.cube(chip)``, ``micro.vector(chip)``);
 * :mod:`~.widgets`: one slider step of the trace widgets (``npulab bench widgets``).
 """

@@ -114,7 +114,8 @@ def gelu_cycles(shape=GELU_SHAPE, chip: str = DEFAULT_CHIP) -> dict:
 def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = DEFAULT_CHIP) -> dict:
     """fp16 LayerNorm at ``shape`` in timing mode, one tile in the vector unit at a time
     (``in_flight=1``) and with the tiles interleaved as the package's tiling does by default:
-    cycles, the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and
+    cycles (the cores' time, ``Trace.core_time``: the launch's own start-up is no vector
+    time), the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and
     ``time``, where core 0's vector pipe spent the cycles
     (:func:`npulab.plot.vector_pipe.vector_time`); and
     ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the chip's GM rate."""
@@ -124,7 +125,7 @@ def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = DEFAULT_CHIP) -> di
         t = layer_norm_tiling(shape[0], shape[1], np.float16, chip, **kw)
         _, tr = launch_layer_norm(x, g, g, t, 1e-5, chip, "timing")
         sets = np.flatnonzero((tr.core == 0) & (tr.kind == int(Kind.SET)))
-        out[label] = {"in_flight": t.in_flight, "cycles": int(tr.cycles),
+        out[label] = {"in_flight": t.in_flight, "cycles": int(tr.core_time),
                       "vector_busy": int(tr.busy_cycles(0)[Pipe.V]),
                       "auto_barriers": sum(1 for i in sets if tr.name[i] == "pipe_barrier V (auto)"),
                       "time": vector_time(tr, 0)}

@@ -10,6 +10,10 @@ call                        pipe   what it does (Ascend C name)
                                    ReLU and the cast to the output dtype on the way (Fixpipe)
 ==========================  =====  ==============================================================
 
+Two back-to-back mmads into the same L0C bytes on a tile of fewer than ten fractals
+((m/16)(n/16) < 10, FACTS "Pipes") get a ``pipe_barrier M (auto)`` between them, as the
+compiler inserts it: the second waits for the first's drain and pays its own fill.
+
 FixPipe exists only on chips whose ``[cube] output_path`` is "fixpipe" (the 910B, the teaching
 chip). On the 910 and 310 the result leaves L0C through the vector unit into UB and MTE3
 writes it to GM: :mod:`npulab.lang.drain_ub`; ``fixpipe`` there is a DataPathError.
@@ -37,10 +41,11 @@ import numpy as np
 from .. import formats as F
 from ..arch import ACC_DTYPE, FRACTAL_ROWS, MAX_MNK, c0_of, ceil_div, round_up
 from ..errors import AlignmentError, DataPathError, ShapeError
-from ..sim.cost import copy_energy_pj, mmad_cost, mmad_energy_pj
+from ..sim.cost import PIPELINED_FRACTALS, copy_energy_pj, mmad_cost, mmad_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
 from .l0c import flush_l0c, mmad_numerics
+from .sync import _barrier
 from .tensor import DTYPES, GlobalTensor, LocalTensor
 
 L0C_OUTPUT_ALIGN = 1024        # Mmad.md: an mmad output starts 1024-byte aligned in L0C
@@ -191,7 +196,7 @@ def _load_plan(dev, dst, src, rows, cols, src_rows, row_off, col_off, transpose)
     item = dt.itemsize
     nbytes = need * item
     lo = src.offset + c1a * src_rows * c0 * item
-    dur, lat = dev.cost.copy(Pipe.MTE1, nbytes, False)
+    dur, lat = dev.cost.l1_to_l0(nbytes, not zz)
     issue_args = (_MTE1, _WORK, _OP_L0A if zz else _OP_L0B, dur)
     issue_kw = dict(name=f"{what} {rows}x{cols} L1->{dname}{' T' if transpose else ''}", lat=lat,
                     nbytes=nbytes, energy=copy_energy_pj(dev.chip, "L1", dname, nbytes), route=f"L1->{dname}",
@@ -221,6 +226,14 @@ def mmad(dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: in
         if key is not None:
             dev.memo[key] = plan
     m1, n1, k1, k0, acc, issue_args, issue_kw = plan
+    # the PIPE_M rule (FACTS, Pipes): an mmad right after one into the same L0C bytes, on a tile
+    # of fewer than PIPELINED_FRACTALS fractals, would read sums still in the cube; the compiler
+    # puts a pipe_barrier(PIPE_M) between them, and so does this
+    c_lo, c_hi = issue_kw["writes"][0][1], issue_kw["writes"][0][2]
+    last = core.m_last_c
+    if last is not None and m1 * n1 < PIPELINED_FRACTALS and c_lo < last[1] and last[0] < c_hi:
+        _barrier(core, Pipe.M, " (auto)")
+    core.m_last_c = (c_lo, c_hi)
     if dev.functional:
         mmad_numerics(dev.moves, dst, a, b, m1, n1, k1, k0, k, init, acc)
     if dev.check_races:

@@ -1,7 +1,8 @@
 """Launch a kernel on the simulated NPU (the ``kernel<<<block_dim, ...>>>`` of Ascend C).
 
 ``launch`` runs the kernel body once per block, on core ``block_idx % cores``, collecting each
-core's instruction stream; then schedules the streams, checks races, and returns the GM
+core's instruction stream (each block starting with what starting it costs: the chip's
+``[launch]`` figures, :func:`_block_start`); then schedules the streams, checks races, and returns the GM
 arguments after the run with the Trace.
 
 A kernel declares what it runs on, as Ascend C's KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX do:
@@ -22,6 +23,7 @@ import numpy as np
 from ..arch import DEFAULT_CHIP
 from ..errors import ArgumentError, ArgumentTypeError
 from ..sim.device import DEFAULT_BUDGET, Device
+from ..sim.isa import Kind, Op, Pipe
 from ..sim.trace import Trace
 from . import context
 from .mix import MixRun
@@ -75,6 +77,7 @@ def launch(kernel, block_dim: int, *args, chip=DEFAULT_CHIP, mode: str = "functi
                              f"(there are {len(args)} arguments)")
     dev = Device(chip, mode, int(block_dim), budget=budget, check_races=check_races,
                  core_type=core_type)
+    dev.launch_cycles = dev.chip.launch.launch_cycles      # the task scheduler starting the cores
     gm_args, own = [], set()
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
@@ -116,6 +119,7 @@ def _run_block(dev: Device, core, b: int, kernel, gm_args: list) -> None:
     after the core's last block, its bytes go to the next core, still in the host's cache. On an
     AIV of a mix launch the body's ``get_block_idx()`` is 2 x b + its sub-block (Ascend C)."""
     core.block_idx = b
+    _block_start(dev, core, b)
     ctx = context.KernelContext(dev, core, 2 * b + core.sub if core.role == "aiv" and dev.mix else b,
                                 dev.block_dim)
     contexts = context.stack()
@@ -129,6 +133,18 @@ def _run_block(dev: Device, core, b: int, kernel, gm_args: list) -> None:
         contexts.pop()
     if b + dev.active_cores >= dev.block_dim:
         dev.recycle_buffers(core)
+
+
+def _block_start(dev: Device, core, b: int) -> None:
+    """What starting a block costs its core, on the scalar unit before the body's first
+    instruction: ``launch.block_start_cycles`` each block (the core fetches the kernel's first
+    instructions and its arguments). The launch itself (``launch.launch_cycles``, the task
+    scheduler starting the cores) comes before every core's time: :func:`launch` charges it to
+    the Trace (``Trace.launch_cycles``, part of ``Trace.cycles``). At batch 1 a network is a
+    hundred small launches, and these are a large part of its time."""
+    cycles = dev.chip.launch.block_start_cycles
+    if cycles:
+        core.issue(Pipe.S, Kind.WORK, Op.SCALAR, cycles, name=f"block {b} start")
 
 
 def _run_blocks(dev: Device, kernel, gm_args: list, block_dim: int) -> None:

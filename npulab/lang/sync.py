@@ -66,6 +66,8 @@ def _barrier(core, pipe: Pipe, note: str) -> None:
         core.issue(pipe, Kind.WAIT, Op.BARRIER, key=key, name=f"pipe_barrier {pipe.name}{note} (wait)")
     if pipe in (Pipe.V, Pipe.ALL):
         core.v_written.clear()          # every vector result is there now (see vector_hazard)
+    if pipe in (Pipe.M, Pipe.ALL):
+        core.m_last_c = None            # and every mmad's sum is in L0C (lang.cube.mmad)
 
 
 #: the most UB ranges :func:`vector_hazard` tracks between two PIPE_V barriers; one more

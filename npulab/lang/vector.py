@@ -19,6 +19,9 @@ before a vector instruction that reads or overwrites UB bytes an instruction sin
 barrier wrote, it issues ``pipe_barrier V (auto)``. A set_flag on the vector pipe (a queue's
 enque or free) fires once every earlier vector instruction has completed, start-up included.
 
+Operands that meet in one UB bank group (two sources) or one bank (a source and dst) cost a
+cycle more a repeat each (:mod:`npulab.sim.banks`, the trace's ``bank_conflict_ratio``).
+
 Every call takes ``dst`` first, then sources, then ``count``, as Ascend C does. Numerics follow
 numpy on the tensors' dtypes; exp/ln/sqrt of fp16 are computed in fp32 and rounded once.
 """
@@ -30,6 +33,7 @@ import numpy as np
 
 from ..arch import ceil_div
 from ..errors import ShapeError
+from ..sim.banks import conflict_cycles
 from ..sim.cost import vector_energy_pj
 from ..sim.isa import Kind, Op, Pipe
 from .context import current
@@ -71,6 +75,13 @@ def _issue(what: str, op: Op, dst: LocalTensor, srcs, count: int, itemsize: int,
         n = builtins.min(per_instr, count - lo)
         repeats = ceil_div(n, per_repeat)
         dur, lat = ctx.device.cost.vector(repeats, cycles_per_repeat)
+        # UB bank conflicts between the operands (sim.banks): a cycle more a repeat for each
+        clash = conflict_cycles(vec.ub_bank_bytes, vec.ub_bank_groups, vec.repeat_bytes, repeats,
+                                tuple(sorted({s.offset + lo * s.itemsize for s in srcs})),
+                                -1 if partials else dst.offset + lo * dst.itemsize)
+        if clash:
+            dur += clash
+            ctx.core.bank_conflict_cycles += clash
         nbytes = n * itemsize
         reads = [(s.buffer.name, s.offset + lo * s.itemsize, s.offset + (lo + n) * s.itemsize) for s in srcs]
         if partials:

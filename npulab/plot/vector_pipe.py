@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sim.isa import Kind, Pipe
+from ..sim.isa import Kind, Op, Pipe
 from .idle import pipe_time
 
 
@@ -32,8 +32,9 @@ def vector_time(trace, core: int = 0) -> dict:
     ``busy`` (its repeats), ``barriers`` (automatic PIPE_V barriers: a step waiting for the
     result of the one before), ``copy_in`` (deque: a tile or a parameter not yet copied in;
     ``first_tile``: the cycle the first tile of x arrived), ``copy_out`` (a slot not yet copied
-    out and freed, and the end of the block waiting for the last copies out), ``other`` (the
-    rest). The parts add up to ``cycles``, the core's run."""
+    out and freed, and the end of the block waiting for the last copies out), ``block_start``
+    (the core starting its blocks, the chip's ``launch.block_start_cycles`` each: nothing is
+    issued meanwhile), ``other`` (the rest). The parts add up to ``cycles``, the core's run."""
     row = next(r for r in pipe_time(trace, core) if r["pipe"] == "VECTOR")
     parts = {"barriers": 0, "copy_in": 0, "copy_out": 0}
     for reason, took in row["waits"].items():
@@ -46,6 +47,9 @@ def vector_time(trace, core: int = 0) -> dict:
     on = np.flatnonzero((trace.core == core) & (trace.pipe == int(Pipe.V)) & (trace.kind == int(Kind.WAIT))
                         & (trace.end > trace.start))
     first = next((int(trace.end[i]) for i in on if trace.name[i].startswith("deque in_x")), 0)
+    starts = np.flatnonzero((trace.core == core) & (trace.op == int(Op.SCALAR)))
+    parts["block_start"] = int(sum(int(trace.end[i] - trace.start[i]) for i in starts
+                                   if trace.name[i].startswith("block ") and trace.name[i].endswith(" start")))
     return {"cycles": row["span"], "busy": row["busy"], **parts, "first_tile": first,
             "other": row["span"] - row["busy"] - sum(parts.values())}
 

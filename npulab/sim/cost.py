@@ -32,9 +32,11 @@ from .isa import Pipe
 
 #: chosen: fp32 runs 16 x 16 x 8 fractals at half the fp16 MAC rate
 FP32_RATE = 0.5
-#: FACTS (Mmad.md): two back-to-back mmads into the same L0C need a PIPE_M barrier when
-#: (m/16)(n/16) < 10, i.e. a tile of fewer fractals is still in the pipeline when the next mmad
-#: would read it; from this many fractals on, mmads pipeline
+#: FACTS (Pipes): two back-to-back mmads into the same L0C need a PIPE_M barrier when
+#: (m/16)(n/16) < 10: the cube walks the output fractals for each K step, so an mmad reads a
+#: fractal as many steps after the one before last wrote it as the tile has fractals, and
+#: under ten the sum is not in L0C yet (the cube's ``drain_cycles``); from this many fractals
+#: on, mmads pipeline
 PIPELINED_FRACTALS = 10
 #: the pipes that move bytes, and the chip-file fields of their rate and start-up
 COPY_PIPES = {Pipe.MTE2: "mte2", Pipe.MTE1: "mte1", Pipe.MTE3: "mte3", Pipe.FIX: "fix"}
@@ -78,10 +80,18 @@ class CostModel:
 
     def l0c_to_ub(self, nbytes: int) -> tuple[int, int]:
         """``(dur, lat)`` of the coupled chips' L0C -> UB move (DataCopy CO1 -> CO2) of ``nbytes``
-        read from L0C: it runs on the vector pipe (FACTS, Pipes), so it takes the vector unit's
-        width, ``vector.bytes_per_cycle`` (S2), and its start-up as latency like any vector
-        instruction (chosen: no public figure of its own): what a UB -> UB copy costs."""
-        return self.ub_copy(nbytes)
+        read from L0C: it runs on the vector pipe (FACTS, Pipes) at the L0C drain rate,
+        ``pipes.l0c_to_ub_bytes_per_cycle`` (S11: 256 B a cycle), with the vector start-up as
+        latency like any vector instruction (chosen: no public figure of its own)."""
+        return int(ceil_div(nbytes, self.chip.pipes.l0c_to_ub_bytes_per_cycle)), self.vector_lat
+
+    def l1_to_l0(self, nbytes: int, to_l0b: bool) -> tuple[int, int]:
+        """``(dur, lat)`` of an MTE1 load of ``nbytes`` from L1 into L0A (``pipes.mte1_bytes_per_cycle``)
+        or L0B (``pipes.mte1_l0b_bytes_per_cycle``; S11: 512 and 256 B a cycle on the A2), alone on
+        L1's port: :func:`npulab.sim.l1port.refine` slows it where MTE2 writes L1 meanwhile."""
+        p = self.chip.pipes
+        rate = p.mte1_l0b_bytes_per_cycle if to_l0b else p.mte1_bytes_per_cycle
+        return int(ceil_div(nbytes, rate)), int(p.mte1_startup_cycles)
 
 
 # -- the cube -----------------------------------------------------------------------------------
@@ -95,26 +105,37 @@ def macs_per_cycle(chip: ChipSpec, dtype) -> float:
 def mmad_cost(chip: ChipSpec, m: int, n: int, k: int, dtype) -> tuple[int, int]:
     """``(dur, lat)`` of one mmad: the cube is busy one fractal step per 16 x 16 x K0 block (K0 =
     32 bytes of the input dtype, a step taking 16*16*K0 / MACs-per-cycle cycles, 1 on the DaVinci
-    cube) and the result is ready after the cube's pipeline start-up more.
+    cube), and the last step's sum is in L0C ``cube.drain_cycles`` later (``lat``, in flight).
 
-    The start-up is latency, not occupancy, as for copies (:mod:`npulab.sim.timeline`): the next
-    mmad streams its fractals while this one drains, when its tile has at least
-    :data:`PIPELINED_FRACTALS` fractals (``ceil(m/16) * ceil(n/16)``). A smaller tile is
-    charged its start-up as occupancy: the barrier Mmad.md asks for between two such mmads
-    waits for it, so they cannot overlap."""
+    Before its first step the cube fills (``cube.fill_cycles``): the scheduler adds it when the
+    cube was idle and hides it behind the mmad before when they come back to back
+    (:mod:`npulab.sim.timeline`). An mmad that depends on the one before waits for its drain:
+    the PIPE_M barrier that the kernel language inserts between back-to-back mmads into one
+    L0C tile of fewer than :data:`PIPELINED_FRACTALS` fractals (:func:`npulab.lang.cube.mmad`),
+    or the flag a drain of L0C waits on."""
     dt = np.dtype(dtype)
     k0 = c0_of(dt)
     fractals = ceil_div(m, FRACTAL_ROWS) * ceil_div(n, FRACTAL_ROWS)
     steps = fractals * ceil_div(k, k0)
     per_step = FRACTAL_ROWS * FRACTAL_ROWS * k0 / macs_per_cycle(chip, dt)
-    busy = int(math.ceil(steps * per_step))
-    startup = int(chip.cube.startup_cycles)
-    return (busy, startup) if fractals >= PIPELINED_FRACTALS else (busy + startup, 0)
+    return int(math.ceil(steps * per_step)), int(chip.cube.drain_cycles)
 
 
 def mmad_cycles(chip: ChipSpec, m: int, n: int, k: int, dtype) -> int:
-    """Cycles from one mmad's start to its result (``dur + lat`` of :func:`mmad_cost`)."""
-    return sum(mmad_cost(chip, m, n, k, dtype))
+    """Cycles from one mmad's issue on an idle cube to its result: fill + steps + drain."""
+    return chip.cube.fill_cycles + sum(mmad_cost(chip, m, n, k, dtype))
+
+
+def mmad_chain_cycles(chip: ChipSpec, m: int, n: int, k: int, dtype, count: int) -> int:
+    """Cycles of ``count`` mmads of one shape accumulating into one L0C tile back to back, from
+    the first one's issue on an idle cube to the last result: one fill and one drain when the
+    tile has at least :data:`PIPELINED_FRACTALS` fractals (they stream), else a PIPE_M barrier
+    between each two, so each pays its fill and its drain."""
+    busy, drain = mmad_cost(chip, m, n, k, dtype)
+    fill = chip.cube.fill_cycles
+    if ceil_div(m, FRACTAL_ROWS) * ceil_div(n, FRACTAL_ROWS) >= PIPELINED_FRACTALS:
+        return fill + count * busy + drain
+    return count * (fill + busy + drain)
 
 
 def lower_bound_cycles(chip: "ChipSpec | str", macs: int, dtype) -> float:
@@ -165,7 +186,8 @@ def full_load_watts(chip: "ChipSpec | str") -> dict:
     under this energy model: {part: watts} and "total".
 
     The cube runs fractal steps back to back in the dtype that costs most, each step with a new
-    output fractal (the most L0 traffic); MTE1 streams L1 -> L0 and the vector unit reads two
+    output fractal (the most L0 traffic); MTE1 streams L1 -> L0 (at what L1's port leaves beside
+    MTE2's writes into L1) and the vector unit reads two
     operands and writes one at their byte rates; MTE2, MTE3 and FixPipe fill and drain L1, UB and
     L0C at their pipe rates, while GM moves bytes at most at its bandwidth (every HBM byte at
     ``gm_byte_pj``) and L2 serves reads at most at its own (``l2_byte_pj`` each); static power on
@@ -181,12 +203,14 @@ def full_load_watts(chip: "ChipSpec | str") -> dict:
                / max(1.0, FRACTAL_ROWS * FRACTAL_ROWS * c0_of(dt) / macs_per_cycle(chip, dt))
                for dt in (np.float16, np.int8, np.float32))
     mte2_into = aic * p.mte2_bytes_per_cycle * e.l1_byte_pj
+    # MTE1 reads L1 at its L0A rate, or what L1's one port leaves beside MTE2's writes (sim.l1port)
+    mte1 = max(0.0, min(p.mte1_bytes_per_cycle, p.l1_port_bytes_per_cycle - p.mte2_bytes_per_cycle))
     if chip.arch == "split":                         # the AIV cores read GM into their UB
         mte2_into += aiv * p.mte2_bytes_per_cycle * e.ub_byte_pj
     parts = {
         "static": chip.power.static_watts,
         "cube": aic * step * hz,
-        "mte1": aic * p.mte1_bytes_per_cycle * (e.l1_byte_pj + e.l0_byte_pj) * hz,
+        "mte1": aic * mte1 * (e.l1_byte_pj + e.l0_byte_pj) * hz,
         "vector": aiv * chip.vector.bytes_per_cycle * 3 * e.vector_byte_pj * hz,
         "on-chip ends of GM copies": (mte2_into + aiv * p.mte3_bytes_per_cycle * e.ub_byte_pj
                                       + aic * p.fix_bytes_per_cycle * e.l0_byte_pj) * hz,
@@ -230,6 +254,6 @@ def ridge(chip: "ChipSpec | str", unit: str) -> float:
 
 
 __all__ = ["FP32_RATE", "PIPELINED_FRACTALS", "COPY_PIPES", "copy_rates", "CostModel", "macs_per_cycle",
-           "mmad_cost", "mmad_cycles", "lower_bound_cycles", "level_energy_pj", "copy_energy_pj",
+           "mmad_cost", "mmad_cycles", "mmad_chain_cycles", "lower_bound_cycles", "level_energy_pj", "copy_energy_pj",
            "mac_energy_pj", "vector_energy_pj", "mmad_energy_pj", "full_load_watts", "trace_watts", "UNITS",
            "peak_tflops", "attainable", "ridge"]

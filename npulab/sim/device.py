@@ -18,7 +18,7 @@ from ..chips import CORE_TYPES, ChipSpec, get_chip
 from ..errors import (ArgumentError, CoreTypeError, DeadlockError, InstructionBudgetError, RaceError,
                       SyncError)
 from .. import _stream, _timeline, formats, twins
-from . import races, stream, timeline
+from . import l1port, races, stream, timeline
 from .cost import CostModel
 from .cross_core import CrossFlags, check_pending, schedule_together
 from .gm import GmTraffic
@@ -124,6 +124,12 @@ class Core:
         # UB ranges vector instructions wrote since the last PIPE_V barrier (lang.sync's
         # automatic PIPE_V synchronisation reads and clears it)
         self.v_written: list[tuple[str, int, int]] = []
+        # the L0C bytes (lo, hi) the last mmad wrote, until a PIPE_M barrier (lang.cube.mmad's
+        # automatic PIPE_M barrier reads it)
+        self.m_last_c: tuple[int, int] | None = None
+        # cycles vector instructions lose to UB bank conflicts (lang.vector; the trace's
+        # bank_conflict_ratio)
+        self.bank_conflict_cycles = 0
 
     def __len__(self) -> int:
         return len(self.stream)
@@ -203,6 +209,7 @@ class Core:
         its TPipe (buffers and event ids) goes away."""
         end = self.issue(Pipe.S, Kind.BARRIER_ALL, Op.BARRIER, name=f"end of block {self.block_idx}")
         self.v_written.clear()
+        self.m_last_c = None
         for buf in self.buffers.values():
             for rec in buf.log:
                 if rec.released < 0:          # never freed (a TBuf, a leaked slot): live to here
@@ -348,7 +355,7 @@ class Device:
         def run():
             durs = {c: np.array(self.cores[c].dur, dtype=np.int64) for c in group}
             tls = {c: self.Timeline(cols[c][0], cols[c][1], durs[c], cols[c][2], self.chip.issue_cycles,
-                                    cols[c][3]) for c in group}
+                                    cols[c][3], self.chip.cube.fill_cycles) for c in group}
             try:
                 joins = schedule_together(self.flags, group, tls, {c: cols[c][1] for c in group},
                                           {c: cols[c][2] for c in group}, latency)
@@ -361,7 +368,10 @@ class Device:
         durs, tls, joins = run()
         # GM copies: the read/write split only where the two directions overlap
         for _ in range(GM_ROUNDS):
-            changed = [c for c in group if self.gm.refine(self.cores[c], tls[c].result()[0])]
+            # GM copies (the read/write split) and MTE1 loads (L1's port shared with MTE2): both
+            # passes run on every core, each round
+            changed = [c for c in group if self.gm.refine(self.cores[c], tls[c].result()[0]) |
+                       l1port.refine(self.cores[c], tls[c].result()[0])]
             if not changed:
                 break
             durs, tls, joins = run()

@@ -16,6 +16,11 @@ and ends. The model, which the Cython twin implements line for line:
   ``lat > 0``: their start-up; scalar work completes at once. A dependent instruction of the
   same pipe waits for ``end`` through a pipe barrier, which lang.sync inserts for the vector
   pipe as Ascend C's compiler does.)
+* The cube (M) fills before its first fractal step: ``fill`` cycles. Behind a busy cube the
+  fill overlaps the work before it: a ``WORK`` that could start (``r = max(issued, pipe_free)``)
+  no later than the last ``WORK`` of M freed the pipe starts at ``max(r, issued + fill)``, so
+  back-to-back mmads stream; one that finds the cube idle (stalled by a wait or a barrier, or
+  issued late) starts at ``r + fill``. Its drain is its ``lat``.
 * ``SET`` (set_flag) takes no time on its pipe: it fires once every earlier instruction of that
   pipe has *completed*, ``end = max(start, latest end of its pipe)``.
 * ``WAIT`` (wait_flag) stalls its pipe from its start until the matching ``SET`` has fired. The
@@ -40,6 +45,7 @@ from ..errors import ArgumentError, DeadlockError
 from .isa import NUM_PIPES, Kind, Pipe
 
 # the numbers (pyx/_isa.pxd) as plain ints: the loops below compare them millions of times
+M = int(Pipe.M)
 S, WORK, SET, WAIT, BARRIER_ALL = int(Pipe.S), int(Kind.WORK), int(Kind.SET), int(Kind.WAIT), int(Kind.BARRIER_ALL)
 CROSS_SET, CROSS_WAIT = int(Kind.CROSS_SET), int(Kind.CROSS_WAIT)
 
@@ -78,7 +84,7 @@ class Timeline:
     a pipe out of range or a negative flag key.
     """
 
-    def __init__(self, pipe, kind, dur, key, issue_cycles=1, lat=None):
+    def __init__(self, pipe, kind, dur, key, issue_cycles=1, lat=None, fill=0):
         n = len(pipe)
         lat = [0] * n if lat is None else lat
         if len(kind) != n or len(dur) != n or len(key) != n or len(lat) != n:
@@ -89,6 +95,8 @@ class Timeline:
             raise ArgumentError(f"pipe of instruction {i} is {pipe[i]}; expected 0..{NUM_PIPES - 1}")
         self.pipe, self.kind, self.dur, self.lat = list(pipe), list(kind), list(dur), list(lat)
         self.issue_cycles = issue_cycles
+        self.fill = fill                  # the cube's fill (pipe M)
+        self.m_work_end = -1              # when the last WORK of M freed the cube
         self.start = [0] * n
         self.end = [0] * n
         self.done = [False] * n
@@ -183,6 +191,9 @@ class Timeline:
                     if self._stopped(i):
                         break
                     s = max(issued_at[i], pipe_free[p])
+                    if p == M and kind[i] == WORK:
+                        s = s + self.fill if s > self.m_work_end else max(s, issued_at[i] + self.fill)
+                        self.m_work_end = s + dur[i]
                     if kind[i] == WORK:
                         pipe_free[p] = s + dur[i]
                         e = max(s + dur[i] + lat[i], last_end[p])
@@ -210,18 +221,19 @@ class Timeline:
         return self.start, self.end, self.order, self.match
 
 
-def schedule(pipe, kind, dur, key, issue_cycles=1, lat=None, ext=None):
+def schedule(pipe, kind, dur, key, issue_cycles=1, lat=None, ext=None, fill=0):
     """Return ``(start, end, order, match)`` as lists for one core's stream.
 
     pipe, kind, dur, key: sequences of int of one length (key is only read for SET and WAIT).
     lat: the in-flight cycles after each instruction's work (default none); read only for
     WORK off the scalar pipe. ext: the time each ``CROSS_WAIT`` may complete (read only for
-    those; default none, and then a stream with a cross wait cannot finish). ``end`` is when an
+    those; default none, and then a stream with a cross wait cannot finish). fill: the cube's
+    fill cycles (pipe M, see the module docstring). ``end`` is when an
     instruction completed; a WORK instruction occupied its pipe over ``[start, start + dur)``.
     Raises DeadlockError, whose ``blocked`` lists the instructions that can never start, and
     ArgumentError for columns of different lengths or a pipe out of range.
     """
-    tl = Timeline(pipe, kind, dur, key, issue_cycles, lat)
+    tl = Timeline(pipe, kind, dur, key, issue_cycles, lat, fill)
     if ext is not None:
         if len(ext) != len(kind):
             raise ArgumentError("ext must have the stream's length")

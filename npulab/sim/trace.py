@@ -49,12 +49,16 @@ def _allocations(logs) -> list[Allocation]:
 
 class Trace:
     def __init__(self, chip, mode, block_dim, columns: dict, core_cycles, allocations, capacities,
-                 gm_stats: dict | None = None, core_type: str = "aic", core_labels=None, core_roles=None):
+                 gm_stats: dict | None = None, core_type: str = "aic", core_labels=None, core_roles=None,
+                 launch_cycles: int = 0, bank_conflict_cycles: int = 0):
         """allocations: a list of :class:`Allocation`, or a callable returning one (built on
         first use of :attr:`allocations`: most runs, a timing-only search for one, never look).
         core_type: what the kernel was launched as ("aic", "aiv" or "mix", see
         :meth:`~npulab.chips.ChipSpec.cores_for`). core_labels / core_roles: what each core is
-        ("AIC 0", "AIV 0.1", "core 2"; "aic", "aiv", "core")."""
+        ("AIC 0", "AIV 0.1", "core 2"; "aic", "aiv", "core"). launch_cycles: what the launch cost
+        before its cores started (the chip's ``launch.launch_cycles``, charged by lang.launch):
+        part of :attr:`cycles`, not of the cores' time the pipe ratios are over.
+        bank_conflict_cycles: vector cycles lost to UB bank conflicts (:attr:`bank_conflict_ratio`)."""
         self.chip = chip
         self.mode = mode
         self.block_dim = block_dim
@@ -62,6 +66,8 @@ class Trace:
         for k, v in columns.items():
             setattr(self, k, v)
         self.core_cycles = np.asarray(core_cycles, dtype=np.int64)
+        self.launch_cycles = int(launch_cycles)
+        self.bank_conflict_cycles = int(bank_conflict_cycles)
         n = len(self.core_cycles)
         self.core_labels = list(core_labels) if core_labels is not None else [f"core {c}" for c in range(n)]
         self.core_roles = list(core_roles) if core_roles is not None else ["core"] * n
@@ -109,12 +115,20 @@ class Trace:
         capacities = {b: device.chip.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB")}
         return cls(device.chip, device.mode, device.block_dim, columns, core_cycles,
                    lambda: _allocations(logs), capacities, device.gm_stats, device.core_type,
-                   [c.label for c in device.cores], [c.role for c in device.cores])
+                   [c.label for c in device.cores], [c.role for c in device.cores],
+                   getattr(device, "launch_cycles", 0), sum(c.bank_conflict_cycles for c in device.cores))
 
     # -- figures ----------------------------------------------------------------------------
     @property
     def cycles(self) -> int:
-        """The kernel's duration: the last instruction's end on any core."""
+        """The launch's duration: its start-up (:attr:`launch_cycles`) and then the cores' time
+        to the last instruction's end on any core (instruction times count from the cores'
+        start)."""
+        return self.launch_cycles + self.core_time
+
+    @property
+    def core_time(self) -> int:
+        """The cores' time: the last instruction's end on any core (msprof's aicore_time)."""
         return int(self.core_cycles.max()) if len(self.core_cycles) else 0
 
     def us(self, cycles) -> float:
@@ -144,6 +158,16 @@ class Trace:
         np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
 
+    def issue_cycles(self, core: int | None = None, role: str | None = None) -> int:
+        """Cycles the scalar unit spent issuing the other pipes' instructions (``issue_cycles``
+        each, sim.timeline), over ``core``, the cores of ``role`` or all cores."""
+        issued = (self.pipe != int(Pipe.S)) & (self.kind != Kind.BARRIER_ALL)
+        if core is not None:
+            issued &= self.core == core
+        if role is not None:
+            issued &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
+        return int(np.count_nonzero(issued)) * int(self.chip.issue_cycles)
+
     @property
     def in_flight(self) -> np.ndarray:
         """Cycles each instruction was in flight after its pipe let it go (``end - busy_end``;
@@ -152,12 +176,22 @@ class Trace:
         return self.end - self.busy_end
 
     def pipe_ratios(self, core: int | None = None, role: str | None = None) -> dict[str, float]:
-        """msprof PipeUtilization: busy cycles of each pipe / the kernel's cycles (averaged over
-        the cores used, or over the cores of ``role``, when ``core`` is None)."""
+        """msprof PipeUtilization: busy cycles of each pipe / the cores' time (averaged over
+        the cores used, or over the cores of ``role``, when ``core`` is None); the scalar unit's
+        include issuing the other pipes' instructions (:meth:`issue_cycles`)."""
         cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
-        denom = max(1, self.cycles) * max(1, cores)
+        denom = max(1, self.core_time) * max(1, cores)
         busy = self.busy_cycles(core, role)
+        busy[int(Pipe.S)] += self.issue_cycles(core, role)    # issuing is the scalar unit's work too
         return {RATIO_NAMES[Pipe(p)]: float(busy[p]) / denom for p in range(NUM_PIPES)}
+
+    @property
+    def bank_conflict_ratio(self) -> float:
+        """msprof's ResourceConflictRatio (aiv_vec_bank_cflt_ratio and the bank-group part): the
+        vector pipe's cycles lost to UB bank conflicts over its busy cycles (lang.vector charges
+        them; 0 when the vector unit did nothing)."""
+        busy = int(self.busy_cycles()[int(Pipe.V)])
+        return float(self.bank_conflict_cycles) / busy if busy else 0.0
 
     def bytes_by_route(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -183,8 +217,10 @@ class Trace:
             "cores_used": int(len(self.core_cycles)),
             "instructions": int(len(self)),
             "cycles": self.cycles,
+            "launch_cycles": self.launch_cycles,
             "time_us": self.us(self.cycles),
             **ratios,
+            "bank_conflict_ratio": self.bank_conflict_ratio,
             "memory_bound": ratios["mte2_ratio"] / max(mac, v) if max(mac, v) > 0 else None,
             "bytes": routes,
             "gm_read_bytes": sum(b for r, b in routes.items() if r.startswith("GM->")),

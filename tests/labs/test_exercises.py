@@ -699,7 +699,8 @@ def test_lab07_vector_time_accounts_for_every_cycle_of_layer_norm():
     for how in ("one tile at a time", "interleaved"):
         t, row = r[how]["time"], r[how]
         assert t["busy"] == row["vector_busy"] and t["cycles"] >= row["cycles"] * 0.99
-        assert t["busy"] + t["barriers"] + t["copy_in"] + t["copy_out"] + t["other"] == t["cycles"]
+        assert t["busy"] + t["barriers"] + t["copy_in"] + t["copy_out"] + t["block_start"] + t["other"] == t["cycles"]
+        assert t["block_start"] > 0 and t["block_start"] % chip.launch.block_start_cycles == 0
         assert 0 <= t["other"] < 0.01 * t["cycles"]
         assert t["barriers"] == row["auto_barriers"] * chip.vector.startup_cycles
         assert 0 < t["first_tile"] <= t["copy_in"] + t["busy"]

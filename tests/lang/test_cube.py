@@ -8,7 +8,7 @@ from npulab import AlignmentError, RaceError, ShapeError, get_chip
 from npulab.lang import (A1, A2, B1, B2, CO1, PIPE_FIX, PIPE_M, PIPE_MTE1, PIPE_MTE2, TPipe, Queue,
                          TBuf, data_copy_nd2nz, fixpipe, launch, load_data, mmad, pipe_barrier,
                          set_flag, wait_flag)
-from npulab.sim.cost import PIPELINED_FRACTALS, mmad_cost, mmad_cycles
+from npulab.sim.cost import PIPELINED_FRACTALS, mmad_chain_cycles, mmad_cost, mmad_cycles
 from npulab.sim.isa import Op
 from npulab.sim.isa import Pipe as HwPipe
 
@@ -75,7 +75,7 @@ def test_one_tile_matches_numpy(dt, acc, out, ksplit):
 
 def test_mmad_cycles_count_fractals():
     chip = get_chip("910")
-    s = chip.cube.startup_cycles
+    s = chip.cube.fill_cycles + chip.cube.drain_cycles
     assert mmad_cycles(chip, 16, 16, 16, np.float16) == s + 1
     assert mmad_cycles(chip, 32, 48, 64, np.float16) == s + 2 * 3 * 4
     assert mmad_cycles(chip, 17, 16, 16, np.float16) == s + 2          # tails round up
@@ -83,17 +83,19 @@ def test_mmad_cycles_count_fractals():
     assert mmad_cycles(chip, 16, 16, 16, np.float32) == s + 2           # two 16x16x8 steps, 2048 MAC/cycle
 
 
-def test_mmad_start_up_is_latency_for_tiles_of_ten_fractals_or_more():
-    """FACTS (Mmad.md): back-to-back mmads into one L0C need a PIPE_M barrier when
-    (m/16)(n/16) < 10; larger tiles pipeline, so the start-up is latency, not occupancy."""
+def test_mmad_drain_is_latency_and_small_chains_pay_fill_and_drain_each():
+    """An mmad occupies the cube for its fractal steps and its sum is in L0C drain_cycles
+    later; a chain into one L0C streams from ten fractals on (FACTS: the PIPE_M barrier is
+    needed when (m/16)(n/16) < 10), else each mmad pays its fill and its drain."""
     chip = get_chip("910")
-    s = chip.cube.startup_cycles
+    f, d = chip.cube.fill_cycles, chip.cube.drain_cycles
     assert PIPELINED_FRACTALS == 10
-    assert mmad_cost(chip, 32, 80, 64, np.float16) == (2 * 5 * 4, s)       # 10 fractals: pipelined
-    assert mmad_cost(chip, 48, 48, 64, np.float16) == (3 * 3 * 4 + s, 0)   # 9: the barrier's wait
-    assert mmad_cost(chip, 128, 256, 64, np.float16) == (8 * 16 * 4, s)
+    assert mmad_cost(chip, 32, 80, 64, np.float16) == (2 * 5 * 4, d)
+    assert mmad_cost(chip, 48, 48, 64, np.float16) == (3 * 3 * 4, d)
+    assert mmad_chain_cycles(chip, 32, 80, 64, np.float16, 3) == f + 3 * 40 + d        # 10 fractals: streams
+    assert mmad_chain_cycles(chip, 48, 48, 64, np.float16, 3) == 3 * (f + 36 + d)      # 9: a barrier each
     for m, n, k in ((16, 16, 16), (32, 80, 64), (48, 48, 64), (128, 256, 64)):
-        assert sum(mmad_cost(chip, m, n, k, np.float16)) == mmad_cycles(chip, m, n, k, np.float16)
+        assert f + sum(mmad_cost(chip, m, n, k, np.float16)) == mmad_cycles(chip, m, n, k, np.float16)
 
 
 def mmads_in_one_l0c(a_gm, b_gm, c_gm, m, n, k, count, barrier):
@@ -126,9 +128,11 @@ def mmads_in_one_l0c(a_gm, b_gm, c_gm, m, n, k, count, barrier):
 
 @pytest.mark.parametrize("m,n", [(32, 80), (48, 48)])
 def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
-    """Three mmads into one L0C, back to back: each next one starts when the cube is free (its
-    fractal steps done); a tile under ten fractals waits for the previous one's start-up too.
-    Whatever they overlap, FixPipe reads L0C only once the last result is there."""
+    """Three mmads into one L0C, back to back: from ten fractals on each next one starts when
+    the cube is free (its fill hidden behind the one before); under ten the kernel language
+    puts a PIPE_M barrier between them (FACTS, the compiler's rule), so each waits for the
+    previous one's drain and pays its own fill. Whatever they overlap, FixPipe reads L0C only
+    once the last result is there."""
     k = 32
 
     rng = np.random.default_rng(5)
@@ -141,11 +145,46 @@ def test_back_to_back_mmads_overlap_only_when_pipelined(m, n):
     sel = np.flatnonzero(tr.op == Op.MMAD)
     busy, lat = mmad_cost(tr.chip, m, n, k, np.float16)
     steps = -(-m // 16) * -(-n // 16) * (k // 16)
-    assert np.diff(tr.start[sel]).tolist() == [busy] * 2
-    assert busy == (steps if lat else steps + tr.chip.cube.startup_cycles)
+    assert busy == steps and lat == tr.chip.cube.drain_cycles
+    auto = [i for i in range(len(tr)) if tr.name[i] == "pipe_barrier M (auto)"]
+    pipelined = (m // 16) * (n // 16) >= PIPELINED_FRACTALS
+    if pipelined:
+        assert auto == [] and np.diff(tr.start[sel]).tolist() == [busy] * 2
+    else:
+        assert len(auto) == 2
+        assert np.diff(tr.start[sel]).tolist() == [busy + lat + tr.chip.cube.fill_cycles] * 2
     assert tr.end[sel[-1]] == tr.start[sel[-1]] + busy + lat
     fix = np.flatnonzero(tr.op == Op.FIXPIPE)[0]
     assert tr.start[fix] >= tr.end[sel[-1]]
+
+
+def test_the_automatic_pipe_m_barrier_needs_the_same_l0c_bytes():
+    """Into two different L0C tiles, small mmads need no barrier: nothing of one is read by the
+    other, and they stream."""
+    def two_tiles(a_gm, b_gm, c_gm):
+        pipe = TPipe()
+        l1a, l1b, l0a, l0b, l0c = TBuf(A1, "l1a"), TBuf(B1, "l1b"), TBuf(A2, "l0a"), TBuf(B2, "l0b"), TBuf(CO1, "c")
+        for buf, nbytes in ((l1a, 32 * 32 * 2), (l1b, 32 * 32 * 2), (l0a, 32 * 32 * 2), (l0b, 32 * 32 * 2),
+                            (l0c, 2 * 4096)):
+            pipe.init_buffer(buf, nbytes)
+        data_copy_nd2nz(l1a.get(np.float16), a_gm, 32, 32)
+        data_copy_nd2nz(l1b.get(np.float16), b_gm, 32, 32)
+        set_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        wait_flag(PIPE_MTE2, PIPE_MTE1, 0)
+        load_data(l0a.get(np.float16), l1a.get(np.float16), 32, 32, src_rows=32)
+        load_data(l0b.get(np.float16), l1b.get(np.float16), 32, 32, src_rows=32)
+        set_flag(PIPE_MTE1, PIPE_M, 0)
+        wait_flag(PIPE_MTE1, PIPE_M, 0)
+        c = l0c.get(np.float32)
+        mmad(c[0:1024], l0a.get(np.float16), l0b.get(np.float16), 32, 32, 32)
+        mmad(c[1024:2048], l0a.get(np.float16), l0b.get(np.float16), 32, 32, 32)
+        mmad(c[1024:2048], l0a.get(np.float16), l0b.get(np.float16), 32, 32, 32, init=False)
+
+    tr = launch(two_tiles, 1, np.ones((32, 32), np.float16), np.ones((32, 32), np.float16),
+                np.zeros(4, np.float32), chip="910b", mode="timing").trace
+    names = [tr.name[i] for i in range(len(tr)) if tr.pipe[i] == HwPipe.M and not tr.name[i].startswith("wait_flag")]
+    assert names == ["mmad 32x32x32", "mmad 32x32x32", "pipe_barrier M (auto)", "pipe_barrier M (auto) (wait)",
+                     "mmad 32x32x32 +="]
 
 
 def test_mmad_duration_in_trace():
@@ -154,7 +193,8 @@ def test_mmad_duration_in_trace():
                  np.zeros((m, n), np.float16), m, n, k, np.float16, np.float32, chip="teach")
     tr = res.trace
     sel = tr.op == Op.MMAD
-    assert (tr.end - tr.start)[sel].tolist() == [mmad_cycles(tr.chip, m, n, k, np.float16)]
+    # start is its first fractal step, after the fill: then its steps, then its drain
+    assert (tr.end - tr.start)[sel].tolist() == [sum(mmad_cost(tr.chip, m, n, k, np.float16))]
 
 
 def test_accumulate_flag():
@@ -338,4 +378,4 @@ def test_pipe_barrier_waits_for_the_cube_to_complete():
         gap[barrier] = int(np.diff(res.trace.start[sel])[0])
     busy, lat = mmad_cost(get_chip("910b"), m, n, k, np.float16)
     assert lat > 0
-    assert gap == {False: busy, True: busy + lat}
+    assert gap == {False: busy, True: busy + lat + get_chip("910b").cube.fill_cycles}

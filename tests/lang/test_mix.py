@@ -356,7 +356,9 @@ def test_a_counter_holds_at_most_15_pending_sets(side):
                 cross_core_wait_flag(0)
     launch(kernel, 1, np.zeros(16, np.float16), 40, chip="910b", core_type="mix", mode="timing")   # in step
 
-    def late(x, n):                        # the AIVs' waits come after a long copy on their pipe
+    # the AIVs' waits come after a copy on their pipe long enough (64 KB) that the AIC's sets,
+    # issued issue_cycles apart, all rise before the first wait
+    def late(x, n):
         if is_aic():
             for _ in range(n):
                 cross_core_set_flag(2, PIPE_FIX, 0)
@@ -365,8 +367,8 @@ def test_a_counter_holds_at_most_15_pending_sets(side):
             for _ in range(n):
                 cross_core_wait_flag(0, PIPE_MTE2)
     with pytest.raises(SyncError, match=r"raised 16 times with no wait between.*at most 15"):
-        launch(late, 1, np.zeros(8192, np.float16), most + 1, chip="910b", core_type="mix", mode="timing")
-    launch(late, 1, np.zeros(8192, np.float16), most, chip="910b", core_type="mix", mode="timing")
+        launch(late, 1, np.zeros(32768, np.float16), most + 1, chip="910b", core_type="mix", mode="timing")
+    launch(late, 1, np.zeros(32768, np.float16), most, chip="910b", core_type="mix", mode="timing")
 
 
 @pytest.mark.parametrize("body, match", [

@@ -145,3 +145,37 @@ def test_user_arrays_are_not_written():
         data_copy(g, b.get(np.float32), 16)
     (out,), _ = lang.launch(kernel, 1, x, chip="teach")
     assert (out == 0).all() and (x == np.arange(16)).all()
+
+
+def _adds_in_pieces(g, n, piece):
+    """adds over n fp16 elements of a UB buffer, as instructions of ``piece`` elements each
+    (independent: each its own bytes, so no PIPE_V barrier orders them)."""
+    pipe = TPipe()
+    b = TBuf(VECCALC, "b")
+    pipe.init_buffer(b, 2 * n * 2)
+    t = b.get(np.float16)
+    for lo in range(0, n, piece):
+        lang.adds(t[n + lo:n + lo + piece], t[lo:lo + piece], 1.0, piece)
+
+
+def test_many_small_instructions_cost_their_issue():
+    """The scalar unit issues every instruction (issue_cycles each): the same 255 repeats as
+    255 one-repeat instructions are issue-bound, as one 255-repeat instruction they are not."""
+    from npulab import get_chip
+    chip = get_chip("910")
+    n = 255 * 128                                        # fp16: 128 elements a repeat
+    spans, ratios = {}, {}
+    for piece in (n, 128):
+        tr = lang.launch(_adds_in_pieces, 1, np.zeros(4, np.float16), n, piece, chip="910", mode="timing").trace
+        sel = np.flatnonzero(tr.op == Op.VEC_SCALAR)
+        assert len(sel) == n // piece
+        spans[piece] = int(tr.end[sel].max() - tr.start[sel].min())
+        ratios[piece] = tr.pipe_ratios()
+    assert chip.issue_cycles > 1
+    assert spans[n] == 255 + chip.vector.startup_cycles
+    # at least one issue slot each (lang.sync's conservative barrier every MAX_TRACKED adds a few)
+    assert spans[128] >= 254 * chip.issue_cycles + 1 + chip.vector.startup_cycles
+    assert spans[128] > 3 * spans[n]
+    # and the trace says why: the scalar unit, issuing, is busier than the vector unit
+    assert ratios[128]["scalar_ratio"] > ratios[128]["vec_ratio"]
+    assert ratios[n]["scalar_ratio"] < ratios[n]["vec_ratio"]

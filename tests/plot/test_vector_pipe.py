@@ -41,8 +41,10 @@ def test_the_tiles_programs_partition_the_vector_work(rms_trace, core):
 def test_vector_time_adds_up_to_the_cores_run(rms_trace):
     tr = rms_trace
     t = P.vector_time(tr, 0)
-    assert set(t) == {"cycles", "busy", "barriers", "copy_in", "copy_out", "first_tile", "other"}
-    assert t["busy"] + t["barriers"] + t["copy_in"] + t["copy_out"] + t["other"] == t["cycles"]
+    assert set(t) == {"cycles", "busy", "barriers", "copy_in", "copy_out", "block_start", "first_tile", "other"}
+    assert t["busy"] + t["barriers"] + t["copy_in"] + t["copy_out"] + t["block_start"] + t["other"] == t["cycles"]
+    blocks = len(set(tr.block[tr.core == 0].tolist()))
+    assert t["block_start"] == blocks * tr.chip.launch.block_start_cycles
     assert t["cycles"] == int(tr.core_cycles[0])
     assert t["busy"] == int(tr.busy_cycles(0)[Pipe.V])
     assert t["barriers"] > 0 and t["copy_in"] > 0 and t["other"] >= 0

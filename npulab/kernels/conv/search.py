@@ -16,7 +16,7 @@ import numpy as np
 
 from ...arch import DEFAULT_CHIP, FRACTAL_ROWS, ceil_div, round_up
 from ...chips import ChipSpec, get_chip
-from ...sim.cost import mmad_cost
+from ...sim.cost import PIPELINED_FRACTALS, mmad_cost
 from .. import search as tiling_search
 from ..matmul.tiling import best_swizzle
 from .geometry import map_rows_to_load, slab_boxes
@@ -96,8 +96,11 @@ def estimate_cycles(t: ConvTiling, chip) -> float:
             cs = min(s.c1_step, p.c1 - c1_lo)
             kc = p.step_k(cs)
             ks = [min(s.tile_k0, kc - k) for k in range(0, kc, s.tile_k0)]
-            costs = [mmad_cost(chip, m, n16, kk, p.np_dtype) for kk in ks]
-            cu = sum(c[0] for c in costs)          # pipelined mmads: their latency overlaps
+            # the step's mmads into one L0C tile: streaming, their fill and drain overlap the
+            # cube's work; under ten fractals a PIPE_M barrier makes each pay both
+            cu = sum(mmad_cost(chip, m, n16, kk, p.np_dtype)[0] for kk in ks)
+            if m1 * (n16 // FRACTAL_ROWS) < PIPELINED_FRACTALS:
+                cu += len(ks) * (chip.cube.fill_cycles + chip.cube.drain_cycles)
             mte1 = (m1 * 16 + n16) * kc * item / pc.mte1_bytes_per_cycle
             l0_trip = (mte1 + len(ks) * pc.mte1_startup_cycles + cu) / s.l0_buffers
             wload = (not s.w_resident) or new_col

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...arch import DEFAULT_CHIP, c0_of, ceil_div
 from ...chips import get_chip
-from ...sim.cost import mmad_cost
+from ...sim.cost import mmad_chain_cycles
 from .. import search
 from .kernel import simulate
 from .problem import MatmulProblem
@@ -40,8 +40,8 @@ def estimate_cycles(t: MatmulTiling, chip=DEFAULT_CHIP) -> float:
     p, s = t.problem, t.tiles
     tiles = ceil_div(t.core_loops, s.block_dim)
     k_steps = ceil_div(p.k, s.tile_k0)
-    busy, lat = mmad_cost(chip, s.tile_m, s.tile_n, s.tile_k0, p.np_dtype)
-    cube = k_steps * busy + lat            # the K chain's mmads pipeline: one start-up
+    # the K chain's mmads: one fill and one drain when they stream, else a PIPE_M barrier each
+    cube = mmad_chain_cycles(chip, s.tile_m, s.tile_n, s.tile_k0, p.np_dtype, k_steps)
     item = p.np_dtype.itemsize
     l1_bytes = (s.tile_m + s.tile_n) * p.k * item
     l1_steps = ceil_div(p.k, s.tile_k)
