@@ -111,6 +111,11 @@ def _bench(args) -> int:
                       + (f"  vs separate launches {r['separate_cycles']:,} cycles ({r['speedup']:.2f}x)"
                          if "separate_cycles" in r else ""))
         return 0
+    if args.what == "calibrate":
+        from .bench.calibrate import calibrate, format_rows
+        rows = calibrate()
+        print(json.dumps(rows, indent=1) if args.json else format_rows(rows))
+        return 0 if all(r["within_tolerance"] for r in rows) else 1
     if args.what == "sim":
         from .bench.sim import bench_sim
         result = bench_sim(args.instructions)
@@ -142,7 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_info)
     p = sub.add_parser("bench", help="benchmarks, as JSON")
-    p.add_argument("what", choices=["sim", "kernels", "widgets"])
+    p.add_argument("what", choices=["sim", "kernels", "widgets", "calibrate"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
     p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",

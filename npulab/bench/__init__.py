@@ -7,6 +7,8 @@ side in one run are what to quote; absolute seconds depend on the machine.
   (``npulab bench kernels --family matmul|vector|conv``), and the functional simulator's speed
   against numpy;
 * :mod:`~.micro`: AIBench's cube and vector microbenchmarks (C1) as kernels in the kernel
-  language (``micro.cube(chip)``, ``micro.vector(chip)``);
+  language (``micro.cube(chip)``, ``micro.vector(chip)``), and :mod:`~.calibrate`: the
+  calibration set of data/FACTS.md, simulated against the published figures (``npulab bench
+  calibrate``);
 * :mod:`~.widgets`: one slider step of the trace widgets (``npulab bench widgets``).
 """

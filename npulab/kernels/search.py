@@ -44,7 +44,9 @@ PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
 #: 4: one cache for every family (matmul tuned, conv tuned and default); older files are ignored.
 #: 5: on the 910 and 310 the cube's output goes through UB (the epilogue on the vector unit, UB in
 #: the tilings' demand): tilings and cycles found before are not those chips' any more
-CACHE_VERSION = 5
+#: 6: the calibrated model (issue 15): issue cost, cube fill/drain, L1 port, banks, launch cost,
+#: sustained HBM and a line-level L2 change every searched cycle count
+CACHE_VERSION = 6
 DEFAULT_LIMIT = 12           # candidates :func:`tune` simulates
 PROGRESS_MIN = 4             # show the bar from this many candidates on
 
