@@ -66,7 +66,8 @@ def touched(n: int, out: int, k: int, stride: int, dilation: int, pad: int) -> i
 
 def roofline_cycles(t, chip) -> float:
     """Cycles to move the input pixels the convolution reads and the weights in once, and the
-    output out once, at the GM rate."""
+    output out once, at the rate the chip's DRAM sustains (``gm_sustained_bytes_per_cycle``: no
+    tiling moves GM bytes faster)."""
     chip = get_chip(chip)
     prob = t.problem
     g = prob.geom
@@ -78,7 +79,7 @@ def roofline_cycles(t, chip) -> float:
         pixels *= touched(n, out, k, s, d, p)
     nbytes = (prob.batch * cin * pixels * item + prob.cout * prob.cin_e * g.taps * item
               + prob.m * prob.cout * np.dtype(prob.out_dtype).itemsize)
-    return nbytes / chip.memory.gm_bytes_per_cycle
+    return nbytes / chip.gm_sustained_bytes_per_cycle
 
 
 def conv_row(layer, batch: int, chip=DEFAULT_CHIP, dtype=np.float16) -> dict:

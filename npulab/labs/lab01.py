@@ -105,8 +105,9 @@ def print_core(chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
         print(f"(*) the {chip.name} has no FixPipe: L0C drains through the vector unit into UB (at "
               f"{chip.vector.bytes_per_cycle} bytes a\n    cycle, the vector pipe), the epilogue runs on "
               f"the vector unit, and MTE3 writes the result to GM.")
-    print(f"\nGM: {chip.memory.gm_bytes_per_cycle:g} bytes a cycle for the whole chip "
-          f"({chip.gm_bandwidth_gbs:g} GB/s), shared by the cores that copy at once")
+    print(f"\nGM: {chip.memory.gm_bytes_per_cycle:g} bytes a cycle for the whole chip at its pins "
+          f"({chip.gm_bandwidth_gbs:g} GB/s), of which the DRAM sustains {chip.memory.gm_efficiency:.0%} "
+          f"({chip.gm_sustained_bytes_per_cycle:.0f} B a cycle),\n    shared by the cores that copy at once")
     print(f"cube: {chip.cube.macs_per_cycle_fp16} fp16 MACs a cycle; vector: "
           f"{chip.vector.bytes_per_cycle} bytes a cycle ({chip.vector.bytes_per_cycle // 2} fp16 ops)")
 
@@ -128,6 +129,48 @@ def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "Chip
         rows.append({"n": n, "cycles": trace.cycles, "us": trace.us(trace.cycles), "tflops": tflops,
                      "of_roof": tflops / roof, "mte2_ratio": trace.pipe_ratios()["mte2_ratio"]})
     return rows
+
+
+def layernorm_passes(chip: "ChipSpec | str" = DEFAULT_CHIP, shape=LAYERNORM_RC) -> dict:
+    """fp16 LayerNorm of ``shape`` as the vector unit computes it, counted from a timing run of
+    the package's kernel (the one lab 07 takes apart). The kernel widens x to fp32 and computes
+    there, so a repeat holds 256 / 4 = 64 elements, not 128, and some of its passes (the casts,
+    the reductions' folds) are no FLOPs at all; counting FLOPs at the fp16 peak misses both.
+
+    ``passes``: the vector cycles of every core times the fp32 elements of a repeat, per element
+    of x; ``vector_cycles``: the floor those passes set, spread over the cores;
+    ``gm_cycles``: the floor of its GM bytes (x, y, gamma, beta) at the rate the chip's DRAM sustains;
+    ``fp32_roof_tflops``: the 8 FLOPs an element at the rate the passes allow (the vector roof
+    for this kernel); ``bound``: "vector" when the passes' floor is the higher, else "memory";
+    ``cycles``: what the simulator measured."""
+    import numpy as np
+
+    from ..kernels.norm import launch_layer_norm, layer_norm_tiling
+    from ..sim.isa import Pipe
+    chip = get_chip(chip)
+    rows, cols = shape
+    x, g = np.zeros(shape, np.float16), np.zeros(cols, np.float16)
+    _, tr = launch_layer_norm(x, g, g, layer_norm_tiling(rows, cols, np.float16, chip), 1e-5, chip, "timing")
+    cores = len(tr.core_cycles)
+    vec = sum(int(tr.busy_cycles(c)[Pipe.V]) for c in range(cores))
+    per_repeat = chip.vector.repeat_bytes // 4
+    passes = vec * per_repeat / x.size
+    vector_cycles = vec / cores
+    gm_cycles = (2 * x.nbytes + 2 * g.nbytes) / chip.gm_sustained_bytes_per_cycle
+    flops = LAYERNORM_FLOPS_PER_ELEMENT * x.size
+    return {"passes": passes, "vector_cycles": vector_cycles, "gm_cycles": gm_cycles, "cycles": int(tr.cycles),
+            "fp32_roof_tflops": flops / (vector_cycles / (chip.clock_ghz * 1e9)) / 1e12,
+            "fp16_roof_tflops": chip.peak_vector_tflops_fp16,
+            "bound": "vector" if vector_cycles > gm_cycles else "memory"}
+
+
+def print_layernorm_passes(r: dict) -> None:
+    print(f"vector passes an element (fp32, 64 a repeat): {r['passes']:.2f}")
+    print(f"floor of the passes:    {r['vector_cycles']:>9,.0f} cycles")
+    print(f"floor of the GM bytes:  {r['gm_cycles']:>9,.0f} cycles")
+    print(f"simulated:              {r['cycles']:>9,} cycles")
+    print(f"vector roof for this kernel: {r['fp32_roof_tflops']:.2f} TFLOPS (the fp16 FLOP peak: "
+          f"{r['fp16_roof_tflops']:.2f}); bound: {r['bound']}")
 
 
 def print_measure_add(rows: list[dict]) -> None:

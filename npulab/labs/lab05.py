@@ -8,7 +8,9 @@ tuned comparison (the NZ picture is :func:`npulab.plot.plot_nz`).
   grades it (a full timing-mode simulation, utilization = lower bound / cycles);
 * :func:`compare`: cycles and utilization of the naive, seed, default and autotuned tilings
   of one problem on the 910 (timing mode; long runs extrapolated by the bench), and
-  :func:`print_extrapolation`: an extrapolated row against the same tiling simulated in full.
+  :func:`print_extrapolation`: an extrapolated row against the same tiling simulated in full;
+* :func:`print_published`: the 6144^3 GEMM measured on a real Ascend910B1 (C2 of data/FACTS.md)
+  beside the same tiling simulated (``npulab bench calibrate``'s rows).
 """
 from __future__ import annotations
 
@@ -210,3 +212,19 @@ def print_extrapolation(rows, name: str = "seed", chip: str = PERF_CHIP) -> None
     print(f"  extrapolated      {r['cycles']:>10,} cycles, utilization {r['utilization']:.1%}")
     print(f"  simulated in full {full['cycles']:>10,} cycles, utilization {full['utilization']:.1%}")
     print(f"  the estimate is off by {r['cycles'] / full['cycles'] - 1:+.1%} in cycles")
+
+
+def print_published(rows=None) -> None:
+    """The published 6144^3 fp16 GEMM (pto-isa's baseline on an Ascend910B1, its own tiling)
+    beside npulab's simulation of the same tiling: time, utilization of the peak and the two
+    pipe ratios msprof reported. ``rows``: :func:`npulab.bench.calibrate.gemm_rows` (run here
+    when None; a full timing-mode simulation of 1,152 block tiles)."""
+    from ..bench.calibrate import gemm_rows
+    time_row, mac_row = rows or gemm_rows()
+    print(f"{time_row['measurement'].split(':')[0]}, tiling {time_row['tiling']}")
+    print(f"{'':<28} {'published':>10} {'simulated':>10}")
+    print(f"{'time, ms':<28} {time_row['published_ms']:>10.3f} {time_row['simulated_ms']:>10.3f}")
+    print(f"{'utilization of the peak':<28} {time_row['published']:>10.1%} {time_row['simulated']:>10.1%}")
+    print(f"{'cube busy (aic_mac_ratio)':<28} {mac_row['published']:>10.1%} {mac_row['simulated']:>10.1%}")
+    print(f"{'MTE2 busy (aic_mte2_ratio)':<28} {time_row['published_mte2_ratio']:>10.1%} "
+          f"{time_row['simulated_mte2_ratio']:>10.1%}")

@@ -124,7 +124,7 @@ def batch_table(layers=MEASURE_LAYERS, batches=MEASURE_BATCHES, chip: str = DEFA
             rows.append({"layer": name, "batch": b, "m": t.problem.m, "n": cout, "k": t.problem.k,
                          "tiles": max(per_core), "busy_cores": sum(1 for n in per_core if n),
                          "cycles": int(cycles), "utilization": lb / cycles, "roofline": lb / roof,
-                         "macs_per_byte": macs / (roofline_cycles(t, c) * c.memory.gm_bytes_per_cycle)})
+                         "macs_per_byte": macs / (roofline_cycles(t, c) * c.gm_sustained_bytes_per_cycle)})
     return rows
 
 

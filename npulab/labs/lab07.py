@@ -118,9 +118,10 @@ def layer_norm_pipelining(shape=(32 * 128, 768), chip: str = DEFAULT_CHIP) -> di
     time), the vector pipe's occupancy and the automatic PIPE_V barriers, on core 0, and
     ``time``, where core 0's vector pipe spent the cycles
     (:func:`npulab.plot.vector_pipe.vector_time`); and
-    ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the chip's GM rate."""
+    ``gm_bound``, the cycles its bytes (x, y, gamma, beta) take at the rate the chip's DRAM
+    sustains (``gm_sustained_bytes_per_cycle``)."""
     x, g = np.zeros(shape, np.float16), np.zeros(shape[1], np.float16)
-    out = {"gm_bound": round((2 * x.nbytes + 2 * g.nbytes) / get_chip(chip).memory.gm_bytes_per_cycle)}
+    out = {"gm_bound": round((2 * x.nbytes + 2 * g.nbytes) / get_chip(chip).gm_sustained_bytes_per_cycle)}
     for label, kw in (("one tile at a time", {"in_flight": 1, "param_tile": False}), ("interleaved", {})):
         t = layer_norm_tiling(shape[0], shape[1], np.float16, chip, **kw)
         _, tr = launch_layer_norm(x, g, g, t, 1e-5, chip, "timing")

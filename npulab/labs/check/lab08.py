@@ -1,5 +1,5 @@
-"""Checkers of lab 08 (fusion): BatchNorm folded into FixPipe's per-channel scale and offset (run
-on the conv kernel), the fused bias + ReLU epilogue of a matmul (numerics, then cycles within
+"""Checkers of lab 08 (fusion): BatchNorm folded into the epilogue's per-channel scale and offset
+(run on the conv kernel, on the 910's vector unit), the fused bias + ReLU epilogue of a matmul (numerics, then cycles within
 150% of the reference), and the GM bytes Conv+BN+ReLU saves on a layer."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _fold_variants(mean, var, gamma, beta, eps):
 
 
 @exercise("08", "BatchNorm in inference is a per-channel affine map: scale = gamma / sqrt(var + eps), "
-                "offset = beta - mean x scale, which FixPipe applies on the way out of L0C")
+                "offset = beta - mean x scale, which the epilogue applies on the way out of L0C")
 def bn_fold(fn):
     """``fn(mean, var, gamma, beta, eps)`` -> (scale, offset), float64 arrays of Cout."""
     if (v := screen_function(fn, "bn_scale_offset")) is not None:
@@ -67,7 +67,7 @@ def bn_fold(fn):
         return failed("the fused conv does not match conv -> BN -> ReLU",
                       expected=f"within {CONV_ATOL} + {CONV_RTOL} x |y|", got=f"off by {excess.max():.4f} more",
                       hint="scale and offset must be float64 arrays of Cout values.")
-    return passed(f"scale and offset right; the conv kernel with them in FixPipe (and ReLU) gives "
+    return passed(f"scale and offset right; the conv kernel with them in its epilogue (and ReLU) gives "
                   f"relu(BN(conv(x))) within {CONV_ATOL} + {CONV_RTOL} x |y| of numpy (fp16 output).")
 
 
