@@ -101,8 +101,8 @@ def format_rows(rows: list[dict]) -> str:
             pub, sim = f"{r['published']:,.0f}", f"{r['simulated']:,.0f}"
             err = f"{r['error']:+.1f} %"
         tol = f"{r['tolerance']:g} {r['error_unit']}"
-        lines.append(f"{r['id']:<10} {r['measurement'][:70]:<70} published {pub:>8}  simulated {sim:>8}  "
-                     f"error {err:>9} (tolerance {tol}) {'ok' if r['within_tolerance'] else 'OUTSIDE'}")
+        lines.append(f"{r['id']:<10} published {pub:>8}  simulated {sim:>8}  error {err:>9} (tolerance {tol}) "
+                     f"{'ok' if r['within_tolerance'] else 'OUTSIDE':<7}  {r['measurement']}")
     return "\n".join(lines)
 
 
