@@ -244,15 +244,21 @@ class GmTraffic:
             f = np.maximum(f, seen)
         self._overlap[core.index] = f
         cycles = np.ceil(np.maximum(floor, nbytes / (self._share * (1.0 - f + f * frac)))).astype(np.int64)
-        old = dur[idx].astype(np.int64)
-        # settled once no copy would move by more than SETTLED of its duration (the passes creep
-        # up by halving steps): the schedule just made stands, with the durations it used
-        if not np.any(np.abs(cycles - old) > np.maximum(1, SETTLED * old)):
-            return False
-        d = core.dur
-        for i, c in zip(idx.tolist(), cycles.tolist()):
-            d[i] = c
-        return True
+        return set_unless_settled(core, idx, cycles, dur)
+
+
+def set_unless_settled(core, idx, cycles, dur) -> bool:
+    """Give instructions ``idx`` of ``core`` their new ``cycles`` and return True, unless none
+    would move by more than :data:`SETTLED` of its duration in ``dur`` (the passes creep up by
+    halving steps): then the schedule just made stands, with the durations it used, and False.
+    The settling rule of every refinement pass (this module's and :mod:`npulab.sim.l1port`'s)."""
+    old = dur[idx].astype(np.int64)
+    if not np.any(np.abs(cycles - old) > np.maximum(1, SETTLED * old)):
+        return False
+    d = core.dur
+    for i, c in zip(idx.tolist(), cycles.tolist()):
+        d[i] = c
+    return True
 
 
 def _spans(rows, is_write, ci, idx):

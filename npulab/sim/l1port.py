@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gm import _covered, _union
+from .gm import _covered, _union, set_unless_settled
 from .isa import Kind, Op
 
-#: a pass changes nothing once no load moves by more than this fraction of itself
-SETTLED = 0.01
 _LOADS = (int(Op.COPY_L1_TO_L0A), int(Op.COPY_L1_TO_L0B), int(Op.COPY_L1_TO_UB))
 
 
@@ -60,13 +58,7 @@ def refine(core, start) -> bool:
     state[4] = f
     slow = np.maximum(rate / left, 1.0)
     cycles = np.ceil(base * (1.0 - f + f * slow)).astype(np.int64)
-    old = dur[loads].astype(np.int64)
-    if not np.any(np.abs(cycles - old) > np.maximum(1, SETTLED * old)):
-        return False
-    d = core.dur
-    for i, c in zip(loads.tolist(), cycles.tolist()):
-        d[i] = c
-    return True
+    return set_unless_settled(core, loads, cycles, dur)
 
 
-__all__ = ["SETTLED", "refine"]
+__all__ = ["refine"]
