@@ -3,7 +3,10 @@
 * :mod:`~.types`: :class:`TensorType` and :class:`Node`; :mod:`~.ir`: :class:`Graph` (build,
   infer, validate, dump);
 * :mod:`~.schema`: the op schemas (kernel ops through the registry's shape inference, structural
-  ops here);
+  ops here); :mod:`~.forms`: the framework-level op set importers write (MatMul, RealDiv, Erf,
+  ReduceMean, GatherV2, Select, Slice, ...);
+* :mod:`~.reference`: the reference executor, each op's meaning in numpy (the goldens for kernel
+  ops), the oracle of importers, passes and compiled models;
 * :mod:`~.serial`: a graph as JSON plus ``.npz``.
 
 Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the fusion passes and
@@ -14,5 +17,6 @@ from .ir import Graph
 from .types import DTYPES, FORMATS, Node, TensorType
 from .schema import infer_node, known_op_types
 from .serial import load, save
+from . import reference
 
-__all__ = ["DTYPES", "FORMATS", "Graph", "Node", "TensorType", "infer_node", "known_op_types", "load", "save"]
+__all__ = ["DTYPES", "FORMATS", "Graph", "Node", "TensorType", "infer_node", "known_op_types", "load", "save", "reference"]

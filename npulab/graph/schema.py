@@ -11,7 +11,11 @@ Two kinds of op types:
   (Identity, Reshape, Flatten, Transpose, Cast, Concat): their schemas are here. They become data
   moves or disappear when the graph is compiled;
 * **graph forms** of kernel ops whose kernel takes another form: the graph's Conv2D is torch's
-  (4-D, torch's padding), the registry's kernel a 3-D problem of depth 1.
+  (4-D, torch's padding), the registry's kernel a 3-D problem of depth 1; the graph's Add and
+  Mul broadcast (the registry's Add takes equal shapes, AddBroadcast any);
+* **framework-level ops** (:mod:`npulab.graph.forms`: MatMul, RealDiv, Erf, ReduceMean,
+  GatherV2, Select, Slice, ...): what importers write; compiling lowers each to a kernel, the
+  AI CPU, or a relabel.
 
 :func:`infer_node` raises :class:`~npulab.errors.GraphError` naming the node for an op type no
 schema knows (listing the known ones), for attributes it does not take and for inputs it cannot
@@ -138,6 +142,9 @@ def _conv2d(node, ins, stride=1, padding=0, dilation=1, groups=1, relu=False):
     except NpuError as exc:
         raise GraphError(f"{node.where()}: {exc}") from None
     return [TensorType(out.shape[:2] + out.shape[3:], str(np.dtype(out.dtype)), x.format)]
+
+
+from . import forms  # noqa: E402,F401 (registers the framework-level ops: MatMul, RealDiv, ReduceMean, ...)
 
 
 def known_op_types() -> list[str]:
