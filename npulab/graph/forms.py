@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from .schema import structural, _axis, _one
+from .table import axis_of, one_input, structural
 from .types import FORMATS, TensorType
 
 FLOATS = ("float16", "float32", "bfloat16")
@@ -79,7 +79,7 @@ def _binary_form(op_type, out_dtype=None, need=None):
 def _unary_form(op_type, need):
     @structural(op_type)
     def infer(node, ins):
-        x = _one(node, ins)
+        x = one_input(node, ins)
         if x.dtype not in need:
             raise GraphError(f"{node.where()}: takes {' or '.join(need)}, got {x.dtype}")
         return [x]
@@ -137,9 +137,9 @@ def _matmul(node, ins, transpose_a=False, transpose_b=False):
 def _reduce_form(op_type):
     @structural(op_type)
     def infer(node, ins, axes=(), keep_dims=False):
-        x = _one(node, ins)
+        x = one_input(node, ins)
         rank = len(x.shape)
-        red = sorted({_axis(node, a, rank, "axes") for a in axes}) if axes else list(range(rank))
+        red = sorted({axis_of(node, a, rank, "axes") for a in axes}) if axes else list(range(rank))
         shape = tuple(1 if i in red else d for i, d in enumerate(x.shape)) if keep_dims else \
             tuple(d for i, d in enumerate(x.shape) if i not in red)
         return [TensorType(shape, x.dtype)]
@@ -152,9 +152,9 @@ for _t in REDUCE:
 
 @structural("Squeeze")
 def _squeeze(node, ins, axes=()):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     rank = len(x.shape)
-    drop = {_axis(node, a, rank, "axes") for a in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
+    drop = {axis_of(node, a, rank, "axes") for a in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
     bad = [a for a in drop if x.shape[a] != 1]
     if bad:
         raise GraphError(f"{node.where()}: axis {bad[0]} of {x} is {x.shape[bad[0]]}, not 1: it cannot be squeezed")
@@ -163,9 +163,9 @@ def _squeeze(node, ins, axes=()):
 
 @structural("Unsqueeze")
 def _unsqueeze(node, ins, axes=()):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     rank = len(x.shape) + len(axes)
-    put = sorted(_axis(node, a, rank, "axes") for a in axes)
+    put = sorted(axis_of(node, a, rank, "axes") for a in axes)
     dims = list(x.shape)
     for a in put:
         dims.insert(a, 1)
@@ -174,7 +174,7 @@ def _unsqueeze(node, ins, axes=()):
 
 @structural("Expand")
 def _expand(node, ins, shape=()):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     if len(shape) < len(x.shape):
         raise GraphError(f"{node.where()}: shape {list(shape)} has fewer dims than the input {x}")
     lead = len(shape) - len(x.shape)
@@ -196,7 +196,7 @@ def slice_range(n: int, start: int, end: int, step: int) -> range:
 
 @structural("Slice")
 def _slice(node, ins, starts=(), ends=(), axes=None, steps=None):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     rank = len(x.shape)
     axes = list(axes) if axes is not None else list(range(len(starts)))
     steps = list(steps) if steps is not None else [1] * len(starts)
@@ -206,15 +206,15 @@ def _slice(node, ins, starts=(), ends=(), axes=None, steps=None):
     for s, e, a, st in zip(starts, ends, axes, steps):
         if st == 0:
             raise GraphError(f"{node.where()}: a step of 0")
-        a = _axis(node, a, rank, "axes")
+        a = axis_of(node, a, rank, "axes")
         dims[a] = len(slice_range(x.shape[a], s, e, st))
     return [TensorType(tuple(dims), x.dtype)]
 
 
 @structural("Split")
 def _split(node, ins, axis=0, sizes=()):
-    x = _one(node, ins)
-    a = _axis(node, axis, len(x.shape))
+    x = one_input(node, ins)
+    a = axis_of(node, axis, len(x.shape))
     if sum(sizes) != x.shape[a] or any(s < 0 for s in sizes):
         raise GraphError(f"{node.where()}: sizes {list(sizes)} do not add up to axis {axis}'s {x.shape[a]}")
     return [TensorType(x.shape[:a] + (s,) + x.shape[a + 1:], x.dtype) for s in sizes]
@@ -222,7 +222,7 @@ def _split(node, ins, axis=0, sizes=()):
 
 @structural("Pad")
 def _pad(node, ins, pads=(), value=0.0):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     rank = len(x.shape)
     if len(pads) != 2 * rank or any(p < 0 for p in pads):
         raise GraphError(f"{node.where()}: pads must be {2 * rank} numbers >= 0 ([begin per axis, then end "
@@ -237,14 +237,14 @@ def _gather(node, ins, axis=0):
     params, idx = ins
     if idx.dtype not in ("int32", "int64"):
         raise GraphError(f"{node.where()}: indices must be int32 or int64, got {idx.dtype}")
-    a = _axis(node, axis, len(params.shape))
+    a = axis_of(node, axis, len(params.shape))
     return [TensorType(params.shape[:a] + idx.shape + params.shape[a + 1:], params.dtype)]
 
 
 @structural("Cumsum")
 def _cumsum(node, ins, axis=0):
-    x = _one(node, ins)
-    _axis(node, axis, len(x.shape))
+    x = one_input(node, ins)
+    axis_of(node, axis, len(x.shape))
     return [x]
 
 
@@ -266,7 +266,7 @@ def _fill(node, ins, shape=(), value=0.0, dtype="float32"):
 
 @structural("TransData")
 def _transdata(node, ins, dst_format="ND"):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     if dst_format not in FORMATS:
         raise GraphError(f"{node.where()}: dst_format {dst_format!r} is not one of {', '.join(FORMATS)}")
     return [TensorType(x.shape, x.dtype, dst_format)]

@@ -35,38 +35,18 @@ from ..ops.args import int_tuple, positive_int
 from ..ops.conv import conv_pads
 from .types import Node, TensorType
 
-#: op type -> inference (node, input types) -> output types, for the structural ops
-STRUCTURAL: dict[str, Callable] = {}
-
-
-def structural(op_type: str):
-    def deco(fn):
-        STRUCTURAL[op_type] = fn
-        return fn
-    return deco
-
-
-def _one(node: Node, ins, n: int = 1):
-    if len(ins) != n or any(t is None for t in ins):
-        raise GraphError(f"{node.where()}: takes {n} input{'s' * (n > 1)}, got {len(ins)}")
-    return ins[0]
-
-
-def _axis(node: Node, axis, rank: int, what: str = "axis") -> int:
-    if not isinstance(axis, int) or not -rank <= axis < max(rank, 1):
-        raise GraphError(f"{node.where()}: {what}={axis!r} is out of range for a rank-{rank} input")
-    return axis % max(rank, 1)
+from .table import STRUCTURAL, axis_of, one_input, structural
 
 
 @structural("Identity")
 def _identity(node, ins, **attrs):
-    return [_one(node, ins)]
+    return [one_input(node, ins)]
 
 
 @structural("Reshape")
 def _reshape(node, ins, shape):
     """``shape``: the new shape, one dimension may be -1 (inferred), 0 copies the input's (ONNX)."""
-    x = _one(node, ins)
+    x = one_input(node, ins)
     dims = [x.shape[i] if d == 0 and i < len(x.shape) else d for i, d in enumerate(shape)]
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise GraphError(f"{node.where()}: shape {list(shape)} may hold one -1 and no other negative")
@@ -82,15 +62,15 @@ def _reshape(node, ins, shape):
 
 @structural("Flatten")
 def _flatten(node, ins, axis=1):
-    x = _one(node, ins)
-    a = _axis(node, axis, len(x.shape))
+    x = one_input(node, ins)
+    a = axis_of(node, axis, len(x.shape))
     lead = int(np.prod(x.shape[:a], dtype=np.int64))
     return [TensorType((lead, x.size // lead if lead else 0), x.dtype)]
 
 
 @structural("Transpose")
 def _transpose(node, ins, perm):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     if sorted(perm) != list(range(len(x.shape))):
         raise GraphError(f"{node.where()}: perm {list(perm)} is not a permutation of the {len(x.shape)} axes")
     return [TensorType(tuple(x.shape[p] for p in perm), x.dtype)]
@@ -98,7 +78,7 @@ def _transpose(node, ins, perm):
 
 @structural("Cast")
 def _cast(node, ins, dtype):
-    x = _one(node, ins)
+    x = one_input(node, ins)
     return [TensorType(x.shape, dtype, x.format)]
 
 
@@ -107,7 +87,7 @@ def _concat(node, ins, axis=0):
     if not ins or any(t is None for t in ins):
         raise GraphError(f"{node.where()}: takes one or more inputs")
     first = ins[0]
-    a = _axis(node, axis, len(first.shape))
+    a = axis_of(node, axis, len(first.shape))
     for t in ins[1:]:
         if t.dtype != first.dtype or len(t.shape) != len(first.shape) or \
                 any(d != e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != a):
