@@ -16,7 +16,8 @@ family (the importers follow them; ONNX and torch spell some differently):
 * ``Select(cond, x, y)``: torch.where, broadcast;
 * ``MatMul(a, b, bias?)``: torch.matmul of rank >= 2 operands, batch dims broadcast,
   ``transpose_a`` / ``transpose_b`` swap an operand's last two axes first; ``bias`` (N,) is
-  added to every row (ONNX Gemm, torch's linear);
+  added to every row (ONNX Gemm, torch's linear); ``activation`` (None, or one of
+  :data:`MATMUL_ACTIVATIONS`) applied last: what MatMul+BiasAdd(+activation) fusion writes;
 * ``ReduceSum ReduceMean ReduceMax``: ``axes`` (a list; empty reduces every axis) and
   ``keep_dims``;
 * data: ``Squeeze`` / ``Unsqueeze`` (``axes``), ``Expand`` (``shape``, torch's expand: -1 keeps
@@ -41,6 +42,8 @@ COMPARE = ("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual")
 LOGICAL = ("LogicalAnd", "LogicalOr")
 UNARY = ("Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Abs", "Tanh", "Sigmoid", "Erf")
 REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax")
+#: the activations a MatMul node may end with (ops-nn FusedMatMul's fusedOpType names)
+MATMUL_ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh")
 
 
 def _broadcast(node, a: TensorType, b: TensorType) -> tuple:
@@ -110,7 +113,7 @@ def _select(node, ins):
 
 
 @structural("MatMul")
-def _matmul(node, ins, transpose_a=False, transpose_b=False):
+def _matmul(node, ins, transpose_a=False, transpose_b=False, activation=None):
     if len(ins) not in (2, 3) or ins[0] is None or ins[1] is None:
         raise GraphError(f"{node.where()}: takes a, b and an optional bias")
     a, b = ins[0], ins[1]
@@ -118,6 +121,8 @@ def _matmul(node, ins, transpose_a=False, transpose_b=False):
         raise GraphError(f"{node.where()}: operands must have rank >= 2, got {a} and {b} (an importer "
                          f"unsqueezes a vector first)")
     dtype = _same_dtype(node, a, b)
+    if activation is not None and activation not in MATMUL_ACTIVATIONS:
+        raise GraphError(f"{node.where()}: activation {activation!r} is not one of {', '.join(MATMUL_ACTIVATIONS)}")
     m, ka = a.shape[-2:][::-1] if transpose_a else a.shape[-2:]
     kb, n = b.shape[-2:][::-1] if transpose_b else b.shape[-2:]
     if ka != kb:
@@ -272,4 +277,4 @@ def _transdata(node, ins, dst_format="ND"):
     return [TensorType(x.shape, x.dtype, dst_format)]
 
 
-__all__ = ["BINARY", "COMPARE", "LOGICAL", "UNARY", "REDUCE", "FLOATS", "slice_range"]
+__all__ = ["BINARY", "COMPARE", "LOGICAL", "UNARY", "REDUCE", "FLOATS", "MATMUL_ACTIVATIONS", "slice_range"]

@@ -48,10 +48,6 @@ def _f(a):
     return a.astype(np.float64) if a.dtype.kind == "f" else a
 
 
-def _one(fn):
-    return lambda node, ins: [fn(_f(ins[0]), **node.attrs)]
-
-
 # -- element-wise ---------------------------------------------------------------------------
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "RealDiv": np.divide, "Pow": np.power,
            "Maximum": np.maximum, "Minimum": np.minimum, "Equal": np.equal, "NotEqual": np.not_equal,
@@ -115,6 +111,11 @@ def _matmul(node, ins):
     y = np.matmul(a, b)
     if len(ins) > 2 and ins[2] is not None:
         y = y + _f(ins[2])
+    act = node.attrs.get("activation")
+    if act == "relu":
+        y = np.maximum(y, 0)
+    elif act in ("gelu_erf", "gelu_tanh"):
+        y = golden.gelu(y, "none" if act == "gelu_erf" else "tanh")
     return [y]
 
 
