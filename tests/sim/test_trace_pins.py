@@ -95,9 +95,9 @@ def matmul_910_timing_seed():
 CASES = {
     "add_teach": (add_teach, "61eb8ad5ed057edd5f96d94e"),
     "add_910_single_buffer": (add_910_single_buffer, "e168288edab00920fc57068f"),
-    "matmul_910_bias_relu": (matmul_910_bias_relu, "74ce06ebe812ba8eb4219e46"),
+    "matmul_910_bias_relu": (matmul_910_bias_relu, "fc0773c21d92086427637b3d"),
     "matmul_910_int8_trans": (matmul_910_int8_trans, "b4deb305d225d020b17a7403"),
-    "matmul_teach_fp32_tails": (matmul_teach_fp32_tails, "5ac645a895b4d90c14b0a394"),
+    "matmul_teach_fp32_tails": (matmul_teach_fp32_tails, "e4469407ddb6e1d8cf06d34c"),
     "matmul_910_timing_4096_sampled": (matmul_910_timing_4096_sampled, "64cb96feb8dec84e5cd3fd38"),
     "matmul_910_timing_seed": (matmul_910_timing_seed, "fa09ed07340a94962a728526"),
 }
