@@ -94,6 +94,21 @@ class LaunchSpec:
 
 
 @dataclass(frozen=True)
+class AiCpuSpec:
+    """The AI CPU engine: the chip's ARM cores that run the ops no AI Core kernel covers
+    (GatherV2, Cumsum, comparisons, ...). A task costs ``task_start_us`` to start (the task
+    scheduler hands it to an ARM core, which looks the kernel up and reads its arguments) and
+    then its bytes at ``gb_per_s`` a core over ``cores`` cores."""
+    cores: int
+    task_start_us: float
+    gb_per_s: float
+
+    def task_us(self, nbytes: int) -> float:
+        """A task's time in microseconds: the start-up, then its bytes over every core."""
+        return self.task_start_us + nbytes / (self.gb_per_s * 1e3 * max(1, self.cores))
+
+
+@dataclass(frozen=True)
 class EnergySpec:
     mac_fp16_pj: float
     mac_int8_pj: float
@@ -144,6 +159,7 @@ class ChipSpec:
     memory: MemorySpec
     pipes: PipeSpec
     launch: LaunchSpec
+    aicpu: AiCpuSpec
     energy: EnergySpec
     power: PowerSpec
     cross_core: CrossCoreSpec | None = None
@@ -218,7 +234,7 @@ class ChipSpec:
 
 
 _SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
-             "memory": MemorySpec, "pipes": PipeSpec, "launch": LaunchSpec, "energy": EnergySpec, "power": PowerSpec,
+             "memory": MemorySpec, "pipes": PipeSpec, "launch": LaunchSpec, "aicpu": AiCpuSpec, "energy": EnergySpec, "power": PowerSpec,
              "cross_core": CrossCoreSpec}
 #: sections a chip file may leave out (their field is then None)
 _OPTIONAL = ("cross_core",)

@@ -1,0 +1,196 @@
+"""Lowering: each graph node becomes a task for one engine of the chip, as GE's engine placement
+does when it compiles a graph (every op goes to the AI Core engine, the AI CPU engine, or is
+optimised away).
+
+* **AiCore**: a registered kernel (:mod:`npulab.ops.registry`) with its operands in the
+  kernel's own form: the graph's NCHW Conv2D becomes the registry's depth-1 3-D problem, a
+  MatMul of any batch a BatchMatMul over (batch, M, K) (its weight shared, not copied), a
+  MatMul ending in GELU the 910B's FusedMatMul mix kernel where the chip has one;
+  data moves that have no kernel here (Transpose, Concat, Slice, Split, Expand, Pad, TransData)
+  are AI Core tasks costed as what they are on the chip, a DMA of their bytes in and out at
+  the rate the DRAM sustains, plus a launch (``estimated``);
+* **AiCpu**: ops no AI Core kernel here runs (GatherV2, Cumsum, comparisons, Select, the math a
+  kernel does not cover yet): as on the chip they run on the AI CPU, its ARM cores, at the cost
+  of the chip file's ``[aicpu]`` figures (a task start-up and a byte rate);
+* **None**: relabels (Identity, Reshape, Flatten, Squeeze, Unsqueeze): the output is the input's
+  bytes with another shape; no task runs.
+
+A :class:`Task` is JSON data (the offline model stores it): the values it reads and writes, the
+kernel, its attributes, and each operand's kernel form (shape and dtype) the runtime reshapes or
+casts a graph value to before the launch.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..chips import ChipSpec, get_chip
+from ..errors import GraphError
+from ..ops import registry
+from ..ops.args import int_tuple
+from ..ops.conv import conv_pads
+from .ir import Graph
+from .types import Node
+
+#: relabels: the output is the input's bytes under another shape
+RELABELS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+#: data moves without a kernel here: an AI Core DMA of their bytes (TransposeD, ConcatD, ...)
+DATA_MOVES = ("Transpose", "Concat", "Slice", "Split", "Expand", "Pad", "TransData", "Cast")
+#: ops the AI CPU runs when no AI Core kernel is registered for them
+AICPU_OPS = ("GatherV2", "Cumsum", "Select", "Range", "Fill", "Equal", "NotEqual", "Less", "LessEqual",
+             "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Sub", "RealDiv", "Pow",
+             "Maximum", "Minimum", "Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Abs", "Tanh",
+             "Sigmoid", "Erf", "ReduceSum", "ReduceMean", "ReduceMax")
+
+
+@dataclass
+class Operand:
+    """A graph value as the kernel takes it: its name, the kernel's shape and dtype for it."""
+    value: str
+    shape: list
+    dtype: str
+
+
+@dataclass
+class Task:
+    """One node of the compiled model on its engine."""
+    name: str                 # the graph node's name
+    op_type: str              # the graph op type
+    engine: str               # "AiCore", "AiCpu" or "None"
+    kernel: str | None        # the registry op type an AiCore task launches (None: a data move)
+    operands: list            # [Operand] in the kernel's order (None for an optional one left out)
+    outputs: list             # the graph values it writes
+    attrs: dict = field(default_factory=dict)   # the kernel's attributes (JSON values)
+    bytes_moved: int = 0      # for a data move or an AI CPU task: bytes read and written
+
+    def kernel_attrs(self) -> dict:
+        """The attributes as the kernel takes them (lists as tuples: the tiling cache hashes them)."""
+        def tup(v):
+            return tuple(tup(x) for x in v) if isinstance(v, list) else v
+        return {k: tup(v) for k, v in self.attrs.items()}
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Task":
+        d = dict(d)
+        d["operands"] = [None if o is None else Operand(**o) for o in d["operands"]]
+        return cls(**d)
+
+
+def _operand(g: Graph, value: str, shape=None, dtype=None) -> Operand:
+    t = g.type_of(value)
+    return Operand(value, list(t.shape if shape is None else shape), dtype or t.dtype)
+
+
+def _io_bytes(g: Graph, node: Node) -> int:
+    return sum(g.type_of(v).nbytes for v in node.inputs if v) + sum(g.type_of(v).nbytes for v in node.outputs)
+
+
+def _conv2d(g: Graph, node: Node, chip: ChipSpec) -> Task:
+    """torch's conv2d as the registry's depth-1 3-D problem (what ops.conv2d launches)."""
+    a = node.attrs
+    x, w = g.type_of(node.inputs[0]), g.type_of(node.inputs[1])
+    what = node.where()
+    stride = int_tuple(a.get("stride", 1), 2, "stride", what, 1)
+    dilation = int_tuple(a.get("dilation", 1), 2, "dilation", what, 1)
+    pads = conv_pads(a.get("padding", 0), 2, w.shape[2:], dilation, stride, what)
+    ops = [_operand(g, node.inputs[0], x.shape[:2] + (1,) + x.shape[2:]),
+           _operand(g, node.inputs[1], w.shape[:2] + (1,) + w.shape[2:])]
+    vectors = ()
+    if len(node.inputs) > 2 and node.inputs[2]:
+        acc = "float32" if x.dtype in ("float16", "float32") else "int32"
+        ops.append(_operand(g, node.inputs[2], (w.shape[0],), acc))
+        vectors = ("bias",)
+    attrs = {"stride": [1, *stride], "pads": [[0, 0], *map(list, pads)], "dilation": [1, *dilation],
+             "groups": int(a.get("groups", 1)), "vectors": list(vectors), "relu": bool(a.get("relu", False)),
+             "what": "conv2d", "nd": 2}
+    return Task(node.name, node.op_type, "AiCore", "Conv2D", ops, list(node.outputs), attrs)
+
+
+def _matmul(g: Graph, node: Node, chip: ChipSpec) -> list:
+    """MatMul as BatchMatMul over (batch, M, K) x (batch, K, N): a weight of rank 2 (or batch 1)
+    shared by every row of a batched input is one (1, K, N) operand and the input's batch folds
+    into M, as ops-nn's MatMulV2 takes a 3-D x with a 2-D weight. A GELU ending runs as the
+    910B's FusedMatMul (an AIC with its two AIVs) or, elsewhere, a second task after the matmul."""
+    a = node.attrs
+    ta, tb = bool(a.get("transpose_a", False)), bool(a.get("transpose_b", False))
+    at, bt = g.type_of(node.inputs[0]), g.type_of(node.inputs[1])
+    out = g.type_of(node.outputs[0])
+    m, n = out.shape[-2:]
+    k = at.shape[-1] if not ta else at.shape[-2]
+    batch = int(np.prod(out.shape[:-2], dtype=np.int64))
+    b_batch = int(np.prod(bt.shape[:-2], dtype=np.int64))
+    a_batch = int(np.prod(at.shape[:-2], dtype=np.int64))
+    act = a.get("activation")
+    bias = [_operand(g, node.inputs[2], (n,), "float32" if at.dtype != "int8" else "int32")] \
+        if len(node.inputs) > 2 and node.inputs[2] else []
+    if b_batch == 1 and not ta:                       # a shared weight: fold the batch into M
+        a_op = _operand(g, node.inputs[0], (1, a_batch * m, k))
+        b_op = _operand(g, node.inputs[1], (1,) + bt.shape[-2:])
+        if act in ("gelu_erf", "gelu_tanh") and chip.arch == "split" and at.dtype == "float16" and not tb:
+            return [Task(node.name, node.op_type, "AiCore", "FusedMatMul",
+                         [_operand(g, node.inputs[0], (a_batch * m, k)), _operand(g, node.inputs[1], bt.shape[-2:])]
+                         + bias, list(node.outputs), {"fused_op_type": act})]
+    else:
+        a_op = _operand(g, node.inputs[0], (batch,) + at.shape[-2:])
+        b_op = _operand(g, node.inputs[1], (batch,) + bt.shape[-2:])
+    attrs = {"trans_a": ta, "trans_b": tb, "relu": act == "relu"}
+    mm = Task(node.name, node.op_type, "AiCore", "BatchMatMul", [a_op, b_op] + bias, list(node.outputs), attrs)
+    if act in ("gelu_erf", "gelu_tanh"):              # the epilogue as its own vector task
+        mm.outputs = [node.outputs[0] + "/pre_gelu"]
+        g_op = Operand(mm.outputs[0], list(out.shape), out.dtype)
+        gelu = Task(node.name + "/gelu", "Gelu", "AiCore", "Gelu", [g_op], list(node.outputs),
+                    {"approximate": "none" if act == "gelu_erf" else "tanh"})
+        return [mm, gelu]
+    return [mm]
+
+
+def _elementwise(g: Graph, node: Node, chip: ChipSpec) -> Task:
+    """The graph's broadcasting Add and Mul: the registry's same-shape Add when the shapes agree,
+    AddBroadcast / Mul (numpy broadcasting) otherwise."""
+    x, y = (g.type_of(v) for v in node.inputs)
+    kernel = node.op_type
+    if node.op_type == "Add" and x.shape != y.shape:
+        kernel = "AddBroadcast"
+    return Task(node.name, node.op_type, "AiCore", kernel, [_operand(g, v) for v in node.inputs],
+                list(node.outputs), {})
+
+
+LOWERINGS = {"Conv2D": _conv2d, "MatMul": _matmul, "Add": _elementwise, "Mul": _elementwise}
+
+
+def lower_node(g: Graph, node: Node, chip) -> list[Task]:
+    """The task(s) one node becomes on ``chip``."""
+    chip = get_chip(chip)
+    if node.op_type in RELABELS:
+        return [Task(node.name, node.op_type, "None", None, [_operand(g, node.inputs[0])], list(node.outputs))]
+    fn = LOWERINGS.get(node.op_type)
+    if fn is not None:
+        out = fn(g, node, chip)
+        return out if isinstance(out, list) else [out]
+    if node.op_type in registry.op_types():
+        ops = [_operand(g, v) if v else None for v in node.inputs]
+        while ops and ops[-1] is None:
+            ops.pop()
+        return [Task(node.name, node.op_type, "AiCore", node.op_type, ops, list(node.outputs), dict(node.attrs))]
+    if node.op_type in DATA_MOVES:
+        return [Task(node.name, node.op_type, "AiCore", None, [_operand(g, v) for v in node.inputs if v],
+                     list(node.outputs), dict(node.attrs), _io_bytes(g, node))]
+    if node.op_type in AICPU_OPS:
+        return [Task(node.name, node.op_type, "AiCpu", None, [_operand(g, v) for v in node.inputs if v],
+                     list(node.outputs), dict(node.attrs), _io_bytes(g, node))]
+    raise GraphError(f"{node.where()}: Op type not supported: {node.op_type}: no AI Core kernel and no "
+                     f"AI CPU implementation")
+
+
+def lower(g: Graph, chip) -> list[Task]:
+    """Every node of a typed graph as tasks, in graph order."""
+    chip = get_chip(chip)
+    return [t for node in g.nodes for t in lower_node(g, node, chip)]
+
+
+__all__ = ["Operand", "Task", "lower", "lower_node", "RELABELS", "DATA_MOVES", "AICPU_OPS", "LOWERINGS"]
