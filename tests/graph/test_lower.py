@@ -81,3 +81,13 @@ def test_every_chip_has_an_aicpu_engine():
     for name in ("910", "910b", "310", "teach"):
         cpu = get_chip(name).aicpu
         assert cpu.cores > 0 and cpu.task_us(0) == cpu.task_start_us and cpu.task_us(8 << 20) > cpu.task_us(1 << 20)
+
+
+def test_resnet50_lowers_with_all_its_cube_and_vector_work_on_the_ai_core():
+    from collections import Counter
+    from npulab.graph import zoo
+    tasks = lower(zoo.build("resnet50"), "910")
+    engines = Counter((t.engine, t.kernel) for t in tasks)
+    assert engines[("AiCore", "Conv2D")] == 53 and engines[("AiCore", "BatchNorm")] == 53
+    assert engines[("AiCore", "BatchMatMul")] == 1 and engines[("AiCore", "Add")] == 16
+    assert {t.name for t in tasks if t.engine == "AiCpu"} <= {"avgpool"}     # until ReduceMean has a kernel
