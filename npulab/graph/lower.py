@@ -188,9 +188,23 @@ def lower_node(g: Graph, node: Node, chip) -> list[Task]:
 
 
 def lower(g: Graph, chip) -> list[Task]:
-    """Every node of a typed graph as tasks, in graph order."""
+    """Every node of a typed graph as tasks, in graph order. Nodes no engine runs are reported
+    together, one line each, in one GraphError."""
     chip = get_chip(chip)
-    return [t for node in g.nodes for t in lower_node(g, node, chip)]
+    tasks, missing = [], []
+    for node in g.nodes:
+        try:
+            tasks += lower_node(g, node, chip)
+        except GraphError as exc:
+            if "Op type not supported" not in str(exc):
+                raise
+            missing.append(node)
+    if missing:
+        lines = "\n".join(f"  {n.where()}" for n in missing)
+        raise GraphError(f"Op type not supported: {', '.join(sorted({n.op_type for n in missing}))}: no AI Core "
+                         f"kernel and no AI CPU implementation for {len(missing)} node"
+                         f"{'s' * (len(missing) > 1)} of graph '{g.name}':\n{lines}")
+    return tasks
 
 
 __all__ = ["Operand", "Task", "lower", "lower_node", "RELABELS", "DATA_MOVES", "AICPU_OPS", "LOWERINGS"]

@@ -7,7 +7,7 @@ import pytest
 from npulab import GraphError
 from npulab.chips import get_chip
 from npulab.graph import Graph, reference
-from npulab.graph.lower import lower
+from npulab.graph.lower import lower, lower_node
 from npulab.ops import registry
 from npulab.ops.tolerance import tol
 
@@ -72,9 +72,16 @@ def test_an_op_no_engine_runs_is_named():
     x = g.input("x", (4,), "float32")
     g.output(g.node("Relu", [x]))
     g.infer()
+    g.output(g.node("Relu", [x], name="second"))
+    g.infer()
     g.nodes[0].op_type = "Mystery"
+    g.nodes[1].op_type = "Riddle"
     with pytest.raises(GraphError, match=r"node 'relu' \(Mystery\): Op type not supported: Mystery"):
-        lower(g, "910")
+        lower_node(g, g.nodes[0], "910")
+    with pytest.raises(GraphError) as err:
+        lower(g, "910")          # every node no engine runs, at once
+    msg = str(err.value)
+    assert msg.startswith("Op type not supported: Mystery, Riddle") and "node 'second' (Riddle)" in msg
 
 
 def test_every_chip_has_an_aicpu_engine():
