@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..arch import ACC_DTYPE
 from ..chips import ChipSpec, get_chip
 from ..errors import GraphError
 from ..ops import registry
-from ..ops.args import int_tuple
-from ..ops.conv import conv_pads
+from .schema import depth_one_args
 from .ir import Graph
 from .types import Node
 
@@ -71,8 +71,7 @@ class Task:
         return {k: tup(v) for k, v in self.attrs.items()}
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        return d
+        return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> "Task":
@@ -86,6 +85,11 @@ def _operand(g: Graph, value: str, shape=None, dtype=None) -> Operand:
     return Operand(value, list(t.shape if shape is None else shape), dtype or t.dtype)
 
 
+def _acc(dtype: str) -> str:
+    """The cube accumulator's dtype, in which a conv's or matmul's bias is added (arch.ACC_DTYPE)."""
+    return np.dtype(ACC_DTYPE[np.dtype(dtype)]).name
+
+
 def _io_bytes(g: Graph, node: Node) -> int:
     return sum(g.type_of(v).nbytes for v in node.inputs if v) + sum(g.type_of(v).nbytes for v in node.outputs)
 
@@ -94,19 +98,15 @@ def _conv2d(g: Graph, node: Node, chip: ChipSpec) -> Task:
     """torch's conv2d as the registry's depth-1 3-D problem (what ops.conv2d launches)."""
     a = node.attrs
     x, w = g.type_of(node.inputs[0]), g.type_of(node.inputs[1])
-    what = node.where()
-    stride = int_tuple(a.get("stride", 1), 2, "stride", what, 1)
-    dilation = int_tuple(a.get("dilation", 1), 2, "dilation", what, 1)
-    pads = conv_pads(a.get("padding", 0), 2, w.shape[2:], dilation, stride, what)
+    stride, pads, dilation, groups = depth_one_args(w.shape, a.get("stride", 1), a.get("padding", 0),
+                                                    a.get("dilation", 1), a.get("groups", 1), node.where())
     ops = [_operand(g, node.inputs[0], x.shape[:2] + (1,) + x.shape[2:]),
            _operand(g, node.inputs[1], w.shape[:2] + (1,) + w.shape[2:])]
     vectors = ()
     if len(node.inputs) > 2 and node.inputs[2]:
-        acc = "float32" if x.dtype in ("float16", "float32") else "int32"
-        ops.append(_operand(g, node.inputs[2], (w.shape[0],), acc))
+        ops.append(_operand(g, node.inputs[2], (w.shape[0],), _acc(x.dtype)))
         vectors = ("bias",)
-    attrs = {"stride": [1, *stride], "pads": [[0, 0], *map(list, pads)], "dilation": [1, *dilation],
-             "groups": int(a.get("groups", 1)), "vectors": list(vectors), "relu": bool(a.get("relu", False)),
+    attrs = {"stride": list(stride), "pads": [list(p) for p in pads], "dilation": list(dilation), "groups": groups, "vectors": list(vectors), "relu": bool(a.get("relu", False)),
              "what": "conv2d", "nd": 2}
     return Task(node.name, node.op_type, "AiCore", "Conv2D", ops, list(node.outputs), attrs)
 
@@ -126,7 +126,7 @@ def _matmul(g: Graph, node: Node, chip: ChipSpec) -> list:
     b_batch = int(np.prod(bt.shape[:-2], dtype=np.int64))
     a_batch = int(np.prod(at.shape[:-2], dtype=np.int64))
     act = a.get("activation")
-    bias = [_operand(g, node.inputs[2], (n,), "float32" if at.dtype != "int8" else "int32")] \
+    bias = [_operand(g, node.inputs[2], (n,), _acc(at.dtype))] \
         if len(node.inputs) > 2 and node.inputs[2] else []
     if b_batch == 1 and not ta:                       # a shared weight: fold the batch into M
         a_op = _operand(g, node.inputs[0], (1, a_batch * m, k))

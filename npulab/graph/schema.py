@@ -31,8 +31,7 @@ from ..arch import DEFAULT_CHIP
 from ..chips import get_chip
 from ..errors import GraphError, NpuError, UnsupportedOpError
 from ..ops import registry
-from ..ops.args import int_tuple, positive_int
-from ..ops.conv import conv_pads
+from ..ops.conv import conv_args, depth_one
 from .types import Node, TensorType
 
 from .table import STRUCTURAL, axis_of, one_input, structural
@@ -97,6 +96,13 @@ def _concat(node, ins, axis=0):
     return [TensorType(tuple(shape), first.dtype)]
 
 
+def depth_one_args(w_shape, stride, padding, dilation, groups, what) -> tuple:
+    """The graph Conv2D's torch-style arguments as the registry's depth-1 3-D kernel takes them:
+    (stride, pads, dilation, groups)."""
+    stride, pads, dilation, groups = conv_args(w_shape, stride, padding, dilation, groups, 2, what)
+    return (*depth_one(stride, pads, dilation), groups)
+
+
 @structural("Conv2D")
 def _conv2d(node, ins, stride=1, padding=0, dilation=1, groups=1, relu=False):
     """The graph's Conv2D is torch's conv2d: x (N, Cin, H, W), weight (Cout, Cin / groups, kh,
@@ -108,16 +114,13 @@ def _conv2d(node, ins, stride=1, padding=0, dilation=1, groups=1, relu=False):
                          f"optional bias, got {[str(t) for t in ins]}")
     x, w = ins[0], ins[1]
     what = f"{node.where()}"
-    stride = int_tuple(stride, 2, "stride", what, 1)
-    dilation = int_tuple(dilation, 2, "dilation", what, 1)
-    pads = conv_pads(padding, 2, w.shape[2:], dilation, stride, what)
+    stride, pads, dilation, groups = depth_one_args(w.shape, stride, padding, dilation, groups, what)
     vectors = ("bias",) if len(ins) > 2 and ins[2] is not None else ()
     specs = [registry.TensorSpec(x.shape[:2] + (1,) + x.shape[2:], np.dtype(x.dtype)),
              registry.TensorSpec(w.shape[:2] + (1,) + w.shape[2:], np.dtype(w.dtype))]
     try:
-        out = registry.lookup("Conv2D").infer(specs, get_chip(DEFAULT_CHIP), stride=(1,) + stride,
-                                              pads=((0, 0),) + pads, dilation=(1,) + dilation,
-                                              groups=positive_int(groups, "groups", what), vectors=vectors,
+        out = registry.lookup("Conv2D").infer(specs, get_chip(DEFAULT_CHIP), stride=stride, pads=pads,
+                                              dilation=dilation, groups=groups, vectors=vectors,
                                               relu=bool(relu), what="conv2d", nd=2)
     except NpuError as exc:
         raise GraphError(f"{node.where()}: {exc}") from None

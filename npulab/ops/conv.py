@@ -251,25 +251,31 @@ register("Conv2DBNRelu", "conv", _tiled(_bn_problem), _bn_run,
 
 
 # -- the functional interface ------------------------------------------------------------------
-def _conv_args(w, stride, padding, dilation, groups, nd, what):
+def conv_args(w_shape, stride, padding, dilation, groups, nd, what):
     """A conv call's stride, padding, dilation and groups parsed as the kernel takes them
-    (nd-tuples, pads as (before, after) pairs); whether they fit the input and weight is the
-    problem's to check (make_problem, through the dispatcher)."""
+    (nd-tuples, pads as (before, after) pairs) for a weight of shape ``w_shape``; whether they
+    fit the input and weight is the problem's to check (make_problem, through the dispatcher)."""
     stride = int_tuple(stride, nd, "stride", what, 1)
     dilation = int_tuple(dilation, nd, "dilation", what, 1)
     groups = positive_int(groups, "groups", what)
-    pads = conv_pads(padding, nd, w.shape[2:], dilation, stride, what)
+    pads = conv_pads(padding, nd, tuple(w_shape)[2:], dilation, stride, what)
     return stride, pads, dilation, groups
+
+
+def depth_one(stride, pads, dilation) -> tuple:
+    """A 2-D conv's parsed stride, pads and dilation as the 3-D kernel takes them: a depth axis
+    of 1 in front (Conv2D runs as a 3-D problem of depth 1)."""
+    return (1,) + tuple(stride), ((0, 0),) + tuple(pads), (1,) + tuple(dilation)
 
 
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op, what, chip, scale,
              out_dtype, tiling, relu, return_trace):
     x, w = _check_inputs(input, weight, nd, what)
-    stride, pads, dilation, groups = _conv_args(w, stride, padding, dilation, groups, nd, what)
+    stride, pads, dilation, groups = conv_args(w.shape, stride, padding, dilation, groups, nd, what)
     vecs, mode, value, out_dtype = _epilogue(x, w.shape[0], bias, scale, out_dtype, what)
     if nd == 2:
         x, w = x[:, :, None], w[:, :, None]
-        stride, dilation, pads = (1,) + stride, (1,) + dilation, ((0, 0),) + pads
+        stride, pads, dilation = depth_one(stride, pads, dilation)
     y, trace = dispatch(op, x, w, *vecs.values(), chip=chip, stride=stride, pads=pads,
                         dilation=dilation, groups=groups, vectors=tuple(vecs), scale=mode,
                         scale_value=value, relu=bool(relu), out_dtype=out_dtype, tiling=tiling,
@@ -360,7 +366,7 @@ def conv2d_bn_relu(input, weight, bias=None, running_mean=None, running_var=None
     beta = np.zeros(cout, np.float32) if bn_bias is None else _vector(bn_bias, cout, "bn_bias", what, np.float32)
     if np.any(stats[1] + eps <= 0):
         raise ShapeError(f"{what}: running_var + eps must be positive")
-    stride, pads, dilation, groups = _conv_args(w, stride, padding, dilation, groups, 2, what)
+    stride, pads, dilation, groups = conv_args(w.shape, stride, padding, dilation, groups, 2, what)
     arrays = [x[:, :, None], w[:, :, None]]
     if bias is not None:
         arrays.append(_vector(bias, cout, "bias", what, np.float32))
