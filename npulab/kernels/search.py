@@ -111,6 +111,14 @@ def family_of(problem) -> Family:
     return fam
 
 
+def family_named(op: str) -> Family:
+    """The family whose cache-key name is ``op`` ("matmul", "conv")."""
+    for fam in _FAMILIES.values():
+        if fam.op == op:
+            return fam
+    raise ArgumentError(f"no tiling family named {op!r}; families: {', '.join(f.op for f in _FAMILIES.values())}")
+
+
 def chip_key(chip: ChipSpec) -> str:
     """A chip in a cache key: a built-in one by name, any other by name and a digest of its
     figures (two chip files with one name do not share tilings)."""
@@ -371,6 +379,6 @@ def search(problem, chip, shortlist: Callable, *, kind: str = "default", name: s
     return CACHE.memo("search", key, find)
 
 
-__all__ = ["Family", "register", "family_of", "chip_key", "cache_key", "TilingCache", "CACHE", "lookup",
+__all__ = ["Family", "register", "family_of", "family_named", "chip_key", "cache_key", "TilingCache", "CACHE", "lookup",
            "pick", "parallel_workers", "progress_bar", "simulate_all", "rank", "TuneResult", "tune", "search",
            "CACHE_ENV", "PARALLEL_ENV", "CACHE_VERSION", "DEFAULT_LIMIT", "PROGRESS_MIN"]

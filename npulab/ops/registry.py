@@ -118,6 +118,11 @@ def op_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def attributes(op_type: str) -> tuple:
+    """The names of the attributes ``op_type``'s kernel takes."""
+    return _attributes(lookup(op_type).tiling)[0]
+
+
 def lookup(op_type: str) -> OpDef:
     op = _REGISTRY.get(op_type)
     if op is None:

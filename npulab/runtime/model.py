@@ -1,0 +1,261 @@
+"""A compiled model on a simulated device: load it, execute it (pyACL's ``aclmdlLoadFromFile`` and
+``aclmdlExecute``), and the whole-model trace of a run.
+
+A model executes its tasks in order on one stream, as a compiled graph does on the chip: each AI
+Core task is one kernel launch (:func:`npulab.ops.registry.dispatch`, with the tiles the compile
+step chose), each AI CPU task runs on the chip's ARM cores (its time from the chip file's
+``[aicpu]`` figures, its values from the reference executor, which is what an AI CPU kernel
+computes), each data move without a kernel (TransposeD, ConcatD, a TransData, ...) is a DMA of
+its bytes through device memory at the rate the DRAM sustains plus a launch, and a relabel
+(Reshape, Squeeze, ...) costs nothing.
+
+Two modes, as the simulator has:
+
+* ``functional``: every kernel computes its values on the simulated cores, the outputs are the
+  model's outputs (checked against the reference executor and torch in the tests);
+* ``timing``: no values, only time: each distinct launch (kernel, operand shapes and dtypes,
+  attributes and tiles) is simulated once per model and its trace reused for every task that
+  repeats it (ResNet-50's sixteen bottlenecks are four distinct ones), which is what makes a
+  whole network quick to time.
+
+:class:`ModelTrace` holds one record per task on the stream and writes a Chrome trace that
+Perfetto opens: a model track with one slice per operator (AI Core and AI CPU on tracks of their
+own), and under it one track per core and pipe with every instruction of every launch.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chips import ChipSpec
+from ..errors import ArgumentError, GraphError
+from ..graph import reference
+from ..graph.compile import CompiledModel, launch_attrs, task_key
+from ..graph.lower import Task
+from ..ops import registry
+
+MODES = ("functional", "timing")
+#: the model process's tracks in the Chrome trace (thread ids)
+MODEL_TRACKS = {"AiCore": 0, "AiCpu": 1, "DataMove": 2}
+TRACK_LABELS = {"AiCore": "AI Core tasks", "AiCpu": "AI CPU tasks", "DataMove": "data moves (DMA)"}
+
+
+@dataclass
+class OpRecord:
+    """One task of a run on the stream: when it started and how long it took (us), and the
+    launch's trace for an AI Core kernel (None for AI CPU tasks and data moves)."""
+    name: str
+    op_type: str
+    engine: str          # "AiCore", "AiCpu" or "DataMove"
+    kernel: str | None
+    start_us: float
+    dur_us: float
+    trace: object = None
+    energy_pj: float = 0.0
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+
+class ModelTrace:
+    """The tasks of one model run, in stream order."""
+
+    def __init__(self, chip: ChipSpec, name: str, records: list[OpRecord], mode: str):
+        self.chip, self.name, self.records, self.mode = chip, name, records, mode
+
+    @property
+    def latency_us(self) -> float:
+        """The run's time: its tasks one after another on the stream."""
+        return self.records[-1].end_us if self.records else 0.0
+
+    def time_by(self, what: str = "engine") -> dict[str, float]:
+        """Microseconds by ``engine`` or by ``op_type``, largest first."""
+        out: dict[str, float] = {}
+        for r in self.records:
+            key = getattr(r, what)
+            out[key] = out.get(key, 0.0) + r.dur_us
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def slowest(self, n: int = 10) -> list[OpRecord]:
+        return sorted(self.records, key=lambda r: -r.dur_us)[:n]
+
+    def _flops(self, kind: str) -> int:
+        return sum(int(r.trace.summary()[kind]) for r in self.records if r.trace is not None)
+
+    def summary(self) -> dict:
+        """JSON-ready figures of the run: latency, time by engine, cube and vector utilization
+        (the FLOPs they did over what their peaks could do in the run's time), energy, power."""
+        seconds = self.latency_us * 1e-6
+        energy_j = sum(r.energy_pj for r in self.records) * 1e-12
+        cube_peak = self.chip.peak_fp16_tflops * 1e12
+        vec_peak = self.chip.peak_vector_tflops_fp16 * 1e12
+        return {
+            "model": self.name, "chip": self.chip.name, "mode": self.mode, "tasks": len(self.records),
+            "latency_us": self.latency_us,
+            "time_by_engine_us": self.time_by("engine"),
+            "cube_utilization": self._flops("cube_flops") / (cube_peak * seconds) if seconds else 0.0,
+            "vector_utilization": self._flops("vector_flops") / (vec_peak * seconds) if seconds else 0.0,
+            "energy_j": energy_j,
+            "power_w": self.chip.power.static_watts + (energy_j / seconds if seconds else 0.0),
+        }
+
+    # -- Chrome / Perfetto ------------------------------------------------------------------
+    def chrome_events(self, detail: str = "instructions") -> list[dict]:
+        """Chrome trace events. pid 0 is the model: one slice per task on its engine's track;
+        with ``detail="instructions"`` each AI Core launch's instructions follow on the tracks
+        of its cores and pipes (pid 1 + core), shifted to the launch's start."""
+        if detail not in ("ops", "instructions"):
+            raise ArgumentError(f"detail must be 'ops' or 'instructions', got {detail!r}")
+        events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"model {self.name}"}}]
+        for engine, tid in MODEL_TRACKS.items():
+            events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": tid, "args": {"name": TRACK_LABELS[engine]}})
+        seen_meta = set()
+        for r in self.records:
+            events.append({"ph": "X", "name": r.name, "cat": r.op_type, "pid": 0, "tid": MODEL_TRACKS[r.engine],
+                           "ts": r.start_us, "dur": r.dur_us,
+                           "args": {"op_type": r.op_type, "kernel": r.kernel, "engine": r.engine}})
+            if detail != "instructions" or r.trace is None:
+                continue
+            for e in r.trace.chrome_events():
+                e = dict(e, pid=e["pid"] + 1)
+                if e["ph"] == "M":
+                    key = (e["pid"], e["tid"], e["name"])
+                    if key in seen_meta:
+                        continue
+                    seen_meta.add(key)
+                else:
+                    e["ts"] += r.start_us
+                    e["args"] = dict(e["args"], op=r.name)
+                events.append(e)
+        return events
+
+    def to_chrome(self, path, detail: str = "instructions") -> None:
+        """Write the run as Chrome trace JSON (Perfetto, chrome://tracing)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"traceEvents": self.chrome_events(detail), "displayTimeUnit": "ns",
+                       "otherData": {"model": self.name, "chip": self.chip.name, "mode": self.mode,
+                                     "latency_us": self.latency_us}}, f)
+
+    def table(self, n: int = 10) -> str:
+        """The slowest ``n`` tasks and the time by engine, as aligned text."""
+        rows = [f"{r.name:<40} {r.op_type:<14} {r.engine:<8} {r.dur_us:>10.1f} us" for r in self.slowest(n)]
+        by = ", ".join(f"{e} {us:,.0f} us" for e, us in self.time_by("engine").items())
+        return "\n".join([f"{self.name} on {self.chip.name}: {self.latency_us:,.1f} us ({by})", *rows])
+
+
+def _data_move_cycles(chip: ChipSpec, nbytes: int) -> float:
+    """A DMA of ``nbytes`` (read and written) through device memory at the rate it sustains,
+    after a launch."""
+    rate = chip.memory.gm_bytes_per_cycle * chip.memory.gm_efficiency
+    return chip.launch.launch_cycles + nbytes / rate
+
+
+def _kernel_input(value: np.ndarray, operand) -> np.ndarray:
+    a = np.asarray(value)
+    if tuple(a.shape) != tuple(operand.shape):
+        a = a.reshape(operand.shape)
+    return a if a.dtype == np.dtype(operand.dtype) else a.astype(operand.dtype)
+
+
+class Executor:
+    """Runs a :class:`~npulab.graph.compile.CompiledModel`'s tasks; remembers each distinct
+    launch's timing-only trace for the model's life."""
+
+    def __init__(self, model: CompiledModel):
+        self.model = model
+        self.nodes = {n.name: n for n in model.graph.nodes}
+        self._timed: dict = {}
+
+    # -- one task ----------------------------------------------------------------------------
+    def _launch(self, task: Task, values: dict | None, mode: str):
+        chip = self.model.chip
+        if mode == "timing":
+            key = task_key(task)
+            if key not in self._timed:
+                zeros = [np.broadcast_to(np.zeros((), o.dtype), tuple(o.shape)) for o in task.operands if o is not None]
+                self._timed[key] = registry.dispatch(task.kernel, *zeros, chip=chip, mode="timing",
+                                                     **launch_attrs(task))[1]
+            return None, self._timed[key]
+        arrays = [_kernel_input(values[o.value], o) for o in task.operands if o is not None]
+        return registry.dispatch(task.kernel, *arrays, chip=chip, mode="functional", **launch_attrs(task))
+
+    def _reference(self, task: Task, values: dict) -> list:
+        node = self.nodes[task.name]
+        g = self.model.graph
+        ins = [values[v] if v else None for v in node.inputs]
+        return reference.run_node(node, ins, [g.type_of(v) for v in node.outputs])
+
+    def _store(self, values: dict, task: Task, outs: list) -> None:
+        g = self.model.graph
+        for v, a in zip(task.outputs, outs):
+            if v in g.types:
+                t = g.type_of(v)
+                a = np.asarray(a).reshape(t.shape)
+                a = a if a.dtype == np.dtype(t.dtype) else a.astype(t.dtype)
+            values[v] = a
+
+    # -- the whole model ---------------------------------------------------------------------
+    def run(self, feeds: dict | None, mode: str) -> tuple[dict | None, ModelTrace]:
+        if mode not in MODES:
+            raise ArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        m, chip = self.model, self.model.chip
+        clock_mhz = chip.clock_ghz * 1000.0
+        values = None
+        if mode == "functional":
+            values = dict(m.graph.constants)
+            values.update(_checked_feeds(m, feeds))
+        records, t = [], 0.0
+        for task in m.tasks:
+            if task.engine == "None":
+                if values is not None:
+                    self._store(values, task, [values[task.operands[0].value]])
+                continue
+            if task.engine == "AiCore" and task.kernel is not None:
+                out, trace = self._launch(task, values, mode)
+                if values is not None:
+                    self._store(values, task, [out])
+                rec = OpRecord(task.name, task.op_type, "AiCore", task.kernel, t, trace.cycles / clock_mhz, trace,
+                               float(np.sum(trace.energy)))
+            else:
+                if values is not None:
+                    self._store(values, task, self._reference(task, values))
+                if task.engine == "AiCpu":
+                    rec = OpRecord(task.name, task.op_type, "AiCpu", None, t, chip.aicpu.task_us(task.bytes_moved))
+                else:
+                    rec = OpRecord(task.name, task.op_type, "DataMove", None, t,
+                                   _data_move_cycles(chip, task.bytes_moved) / clock_mhz,
+                                   energy_pj=task.bytes_moved * chip.energy.gm_byte_pj)
+            records.append(rec)
+            t = rec.end_us
+        trace = ModelTrace(chip, m.name, records, mode)
+        if values is None:
+            return None, trace
+        return {v: values[v] for v in m.graph.outputs}, trace
+
+
+def _checked_feeds(model: CompiledModel, feeds) -> dict:
+    g = model.graph
+    if not isinstance(feeds, dict):
+        raise ArgumentError(f"model '{g.name}': feeds must be a dict of input name -> array "
+                            f"(inputs: {', '.join(g.inputs)}), got {type(feeds).__name__}")
+    missing = [v for v in g.inputs if v not in feeds]
+    unknown = [k for k in feeds if k not in g.inputs]
+    if missing or unknown:
+        raise GraphError(f"model '{g.name}': inputs are {', '.join(g.inputs)}; "
+                         + (f"missing {', '.join(missing)}" if missing else "")
+                         + ("; " if missing and unknown else "")
+                         + (f"not inputs: {', '.join(unknown)}" if unknown else ""))
+    out = {}
+    for name in g.inputs:
+        t = g.type_of(name)
+        a = np.asarray(feeds[name])
+        if tuple(a.shape) != t.shape:
+            raise GraphError(f"model '{g.name}': input '{name}' is {t}, fed shape {a.shape}")
+        out[name] = a if a.dtype == np.dtype(t.dtype) else a.astype(t.dtype)
+    return out
+
+
+__all__ = ["Executor", "ModelTrace", "OpRecord", "MODES"]
