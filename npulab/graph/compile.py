@@ -24,16 +24,69 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..chips import ChipSpec, get_chip
-from ..errors import GraphError
+from ..errors import ArgumentError, GraphError
 from ..kernels import search
 from ..ops import registry
 from .ir import Graph
 from .lower import Task, lower
+
+
+#: the seeds' fixed tilings (the naive build's): the matmul "seed" recipe (128 x 64 x 32 blocks,
+#: npulab.kernels.matmul.tiling.TILINGS) and the conv's plain 128 x 128 tile, one channel block
+#: per L1 step, with the buffer counts of the build
+SEED_MATMUL = (128, 64, 32, 32)
+CONV_KERNELS = ("Conv2D", "Conv3D", "Conv2DBNRelu", "Conv2DTranspose")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How a model is built, beyond its passes (ATC's options and the kernels' choices).
+
+    tiling: "searched" (each problem's tuned tiling, else the default the tiling search finds)
+    or "seed" (the seeds' fixed tilings, :data:`SEED_MATMUL` and the conv's plain tile);
+    buffers: 2 (double buffering wherever a kernel takes a buffer count) or 1 (single);
+    small_channel: ATC's ``--enable_small_channel 1``: a stem conv of at most 4 input channels
+    runs in the C04 formats (off by default, as in ATC)."""
+    tiling: str = "searched"
+    buffers: int = 2
+    small_channel: bool = False
+
+    def __post_init__(self):
+        if self.tiling not in ("searched", "seed"):
+            raise ArgumentError(f"tiling must be 'searched' or 'seed', got {self.tiling!r}")
+        if self.buffers not in (1, 2):
+            raise ArgumentError(f"buffers must be 1 or 2, got {self.buffers!r}")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def apply_options(tasks: list, chip: ChipSpec, options: BuildOptions) -> None:
+    """Write the build's choices into its AI Core tasks' attributes: the C04 choice of every
+    conv, the buffer count of every kernel that takes one, the seeds' matmul recipe."""
+    b = options.buffers
+    for t in tasks:
+        if t.engine != "AiCore" or t.kernel is None:
+            continue
+        takes = registry.attributes(t.kernel)
+        if t.kernel in CONV_KERNELS and "c04" in takes and not options.small_channel:
+            t.attrs["c04"] = False
+        if "buffer_num" in takes:
+            t.attrs["buffer_num"] = b
+        if options.tiling == "seed" and "tiling" in takes and t.kernel not in CONV_KERNELS:
+            t.attrs["tiling"] = [*SEED_MATMUL, b, b, b]
+
+
+def _seed_conv(kernel: str, specs, chip: ChipSpec, attrs: dict, buffers: int):
+    """The seeds' conv tiling of a task: the plain tile over every core its tiles can fill."""
+    tiles = search.family_named("conv").tiles(l1_buffers=buffers, l0_buffers=buffers, l0c_buffers=buffers)
+    t = registry.dispatcher.tiling(registry.lookup(kernel), specs, chip, dict(attrs, tiling=tiles))
+    return t.with_tiles(block_dim=min(chip.ai_cores, t.core_loops))
 
 
 @dataclass
@@ -78,7 +131,7 @@ def task_key(task: Task) -> tuple:
             json.dumps(task.attrs, sort_keys=True), task.engine, task.bytes_moved)
 
 
-def pick_tilings(tasks: list, chip: ChipSpec, progress=None) -> int:
+def pick_tilings(tasks: list, chip: ChipSpec, progress=None, options: BuildOptions = BuildOptions()) -> int:
     """Pick the tiling of every distinct AI Core kernel task, through the dispatcher (the one
     tiling search and its cache). A cube task's tiles are written into its attributes
     (``tiles``: the family and its tiles as JSON), so the offline model carries them and a
@@ -90,7 +143,10 @@ def pick_tilings(tasks: list, chip: ChipSpec, progress=None) -> int:
             distinct.setdefault(task_key(t), []).append(t)
     for same in distinct.values():
         t = same[0]
-        tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), task_specs(t), chip, t.kernel_attrs())
+        if options.tiling == "seed" and t.kernel in CONV_KERNELS:
+            tiling = _seed_conv(t.kernel, task_specs(t), chip, t.kernel_attrs(), options.buffers)
+        else:
+            tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), task_specs(t), chip, t.kernel_attrs())
         fam = search.family_of(tiling.problem) if hasattr(tiling, "tiles") and hasattr(tiling, "problem") else None
         if fam is not None and "tiling" in registry.attributes(t.kernel):
             for each in same:
@@ -111,9 +167,11 @@ def launch_attrs(task: Task) -> dict:
     return attrs
 
 
-def compile_graph(graph: Graph, chip, *, passes=None, progress=None) -> CompiledModel:
+def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = BuildOptions(),
+                  progress=None) -> CompiledModel:
     """Compile ``graph`` (typed: :meth:`~npulab.graph.ir.Graph.infer` first) for ``chip``.
-    ``passes``: a callable Graph -> Graph applied first (the pass pipeline), or None."""
+    ``passes``: a callable Graph -> Graph applied first (the pass pipeline), or None;
+    ``options``: the build's tiling, buffering and C04 choices."""
     chip = get_chip(chip)
     t0 = time.perf_counter()
     if any(v not in graph.types for n in graph.nodes for v in n.outputs):
@@ -121,13 +179,14 @@ def compile_graph(graph: Graph, chip, *, passes=None, progress=None) -> Compiled
     nodes_before = len(graph.nodes)
     g = passes(graph) if passes is not None else graph
     tasks = lower(g, chip)
-    distinct = pick_tilings(tasks, chip, progress)
+    apply_options(tasks, chip, options)
+    distinct = pick_tilings(tasks, chip, progress, options)
     engines: dict[str, int] = {}
     for t in tasks:
         engines[t.engine] = engines.get(t.engine, 0) + 1
-    report = {"nodes_before": nodes_before, "nodes_after": len(g.nodes), "engines": engines,
+    report = {"options": options.to_json(), "nodes_before": nodes_before, "nodes_after": len(g.nodes), "engines": engines,
               "tilings": distinct, "compile_s": time.perf_counter() - t0}
     return CompiledModel(g, chip, tasks, report)
 
 
-__all__ = ["CompiledModel", "compile_graph", "launch_attrs", "pick_tilings", "task_key", "task_specs"]
+__all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "launch_attrs", "pick_tilings", "task_key", "task_specs"]

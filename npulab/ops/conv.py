@@ -118,11 +118,13 @@ def _epilogue(x, cout, bias, scale, out_dtype, what):
 # the messages). The tiling function derives the tiling from it (_tiled), the shape inference
 # reads the output off the problem of one batch item (_infer).
 def _conv_problem(specs, chip, *, stride, pads, dilation, groups, vectors=(), scale="none",
-                  scale_value=1.0, relu=False, out_dtype=None, tiling=None, what="conv", nd=3):
+                  scale_value=1.0, relu=False, out_dtype=None, tiling=None, what="conv", nd=3, c04=None):
+    """``c04``: the small-channel format, None to let the conv pick it as CANN's Conv2DV2 does
+    (a compiled model passes ATC's ``--enable_small_channel`` choice)."""
     (xs, xd), (ws, _) = specs[:2]
     return make_problem(xs, ws, xd, stride, pads, dilation, groups, has_bias="bias" in vectors,
                         scale=scale, scale_value=scale_value, has_offset="offset" in vectors,
-                        relu=relu, out_dtype=out_dtype, what=what, nd=nd)
+                        relu=relu, out_dtype=out_dtype, what=what, nd=nd, c04=c04)
 
 
 def tiling_for(problem: ConvProblem, chip, tiling=None) -> ConvTiling:
@@ -225,11 +227,11 @@ register("Conv2DTranspose", "conv", _tiled(_tconv_problem), _tconv_run,
 
 
 def _bn_problem(specs, chip, *, eps, has_bias, stride, pads, dilation, groups, relu=True, tiling=None,
-                what="conv2d_bn_relu", nd=3):
+                what="conv2d_bn_relu", nd=3, c04=None):
     vec = ("bias",) if has_bias else ()
     return _conv_problem(list(specs[:2 + len(vec)]), chip, stride=stride, pads=pads, dilation=dilation,
                          groups=groups, vectors=vec + ("scale", "offset"), scale="channel", relu=relu,
-                         what=what, nd=nd)
+                         what=what, nd=nd, c04=c04)
 
 
 def _bn_run(arrays, t, chip, mode, *, eps, has_bias, **attrs):
