@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import npulab
+from npulab.errors import ArgumentError, ChipFileError
 from npulab.ops import nn
 from fixtures import assert_close
 
@@ -391,3 +392,17 @@ def test_softmax_of_a_0d_input_is_one():
     assert nn.Softmax(0, chip=CHIP)(np.float16(-3.0)) == 1.0
     with pytest.raises(npulab.ShapeError, match="dim=1 is out of range for a 0-d input"):
         npulab.ops.softmax(x, 1)
+
+
+def test_npu_places_a_module_and_its_children_on_a_device():
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float16)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, dtype=np.float16), nn.ReLU())
+    assert seq.npu(chip="910b", device_id=1) is seq
+    assert [m.chip for m in seq.modules] == ["910b", "910b"] and seq.modules[0].device_id == 1
+    seq(x)
+    assert seq.modules[0].last_trace.chip.name == "910b"
+    assert nn.ReLU().npu().device_id == 0
+    with pytest.raises(ArgumentError, match="device_id"):
+        nn.ReLU().npu(device_id=-1)
+    with pytest.raises(ChipFileError, match="unknown chip"):
+        nn.ReLU().npu(chip="nope")

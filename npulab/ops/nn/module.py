@@ -9,6 +9,8 @@ import math
 import numpy as np
 
 from ...arch import DEFAULT_CHIP
+from ...chips import get_chip
+from ...errors import ArgumentError
 from .torch_twin import _expect_torch
 
 INT8_MAX = 127              # an int8 module's weights: the float draw scaled to +-INT8_MAX
@@ -27,6 +29,22 @@ class Module:
         self.chip = chip
         self.dtype = np.dtype(dtype)
         self.last_trace = None
+        self.device_id = None
+
+    def npu(self, chip=None, device_id: int = 0) -> "Module":
+        """Place the module on simulated NPU ``device_id`` (of ``chip``, default the module's
+        own), as torch_npu's ``module.npu()`` places it on an Ascend device: its calls then run
+        there. Returns the module, so ``Conv2d(...).npu()`` chains as the seeds write it."""
+        if not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0:
+            raise ArgumentError(f"{type(self).__name__}.npu: device_id must be a device number >= 0, "
+                                f"got {device_id!r}")
+        if chip is not None:
+            get_chip(chip)                     # an unknown chip fails here, not at the first call
+            self.chip = chip
+        self.device_id = device_id
+        for child in getattr(self, "modules", ()):
+            child.npu(self.chip, device_id)
+        return self
 
     def forward(self, x, return_trace):
         raise NotImplementedError
