@@ -18,7 +18,9 @@ default ``$XDG_CACHE_HOME/npulab/tilings.json``; plain JSON, never pickle) holds
 search simulated its way to, keyed by chip, op and problem, shared by processes and runs; in
 front of it, for this process, a memory of every tiling anyone asked for (the dispatcher's, by
 op, shapes and attributes, and the searches'). A version number in the file retires entries
-when the cost model changes.
+when the cost model changes. ``NPULAB_MAX_OP_CACHE_SIZE`` (MB, default 500; -1 no limit), the
+analog of CANN's ASCEND_MAX_OP_CACHE_SIZE, bounds the file: past it the oldest entries age out,
+and the shapes they held are searched again when next compiled.
 
 **Workers**: ``NPULAB_PARALLEL_COMPILER=N`` (the analog of CANN's TE_PARALLEL_COMPILER)
 simulates candidates in N processes; default 1 (in this process). **Progress**: a tqdm bar
@@ -41,6 +43,13 @@ from ..sim.cost import lower_bound_cycles
 
 CACHE_ENV = "NPULAB_TILING_CACHE"
 PARALLEL_ENV = "NPULAB_PARALLEL_COMPILER"
+#: the cache file's size limit in MB, ASCEND_MAX_OP_CACHE_SIZE's analog (CANN: default 500 MB;
+#: past it, entries not used for half an hour age out; -1 turns ageing off). Here the oldest
+#: written entries age out as soon as the file passes the limit, down to REMAIN_RATIO of it
+#: (op_cache.ini's remain_cache_size_ratio, default 80).
+MAX_SIZE_ENV = "NPULAB_MAX_OP_CACHE_SIZE"
+DEFAULT_MAX_MB = 500
+REMAIN_RATIO = 0.8
 #: 4: one cache for every family (matmul tuned, conv tuned and default); older files are ignored.
 #: 5: on the 910 and 310 the cube's output goes through UB (the epilogue on the vector unit, UB in
 #: the tilings' demand): tilings and cycles found before are not those chips' any more
@@ -141,6 +150,7 @@ class TilingCache:
     def __init__(self):
         self.memory: dict = {}
         self.stats: dict[str, list[int]] = {}        # namespace -> [hits, misses]
+        self.aged = 0                                # entries this process aged out of the file
 
     @staticmethod
     def path() -> Path:
@@ -182,13 +192,47 @@ class TilingCache:
         path = self.path() if path is None else Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         entries = self.entries(path)
-        entries[key] = entry
+        entries.pop(key, None)
+        entries[key] = entry                       # the newest last: ageing drops from the front
+        text = self._aged(entries)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True),
-                       encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         if invalidate:
             self.clear_memory()
+
+    @staticmethod
+    def max_bytes() -> int | None:
+        """The file's size limit (``NPULAB_MAX_OP_CACHE_SIZE`` MB, default 500; -1: no ageing)."""
+        raw = os.environ.get(MAX_SIZE_ENV, "").strip() or str(DEFAULT_MAX_MB)
+        try:
+            mb = float(raw)
+        except ValueError:
+            raise ArgumentError(f"{MAX_SIZE_ENV}={raw!r}: expected a size in MB (or -1 to turn ageing off)") from None
+        if mb == -1:
+            return None
+        if mb <= 0:
+            raise ArgumentError(f"{MAX_SIZE_ENV}={raw}: expected a positive size in MB, or -1 to turn ageing off")
+        return int(mb * 1024 * 1024)
+
+    def _aged(self, entries: dict) -> str:
+        """The file's text, its oldest entries dropped while it passes the size limit (down to
+        REMAIN_RATIO of it; the newest entry always stays)."""
+        def text(e):
+            return json.dumps({"version": CACHE_VERSION, "entries": e}, indent=1)
+        out = text(entries)
+        limit = self.max_bytes()
+        if limit is None or len(out) <= limit:
+            return out
+        sizes = {k: len(json.dumps({k: v}, indent=1)) for k, v in entries.items()}
+        total, keep = len(out), dict(entries)
+        for k in list(entries)[:-1]:
+            if total <= limit * REMAIN_RATIO:
+                break
+            total -= sizes[k]
+            del keep[k]
+        self.aged += len(entries) - len(keep)
+        return text(keep)
 
     def clear_memory(self) -> None:
         self.memory.clear()
@@ -381,4 +425,4 @@ def search(problem, chip, shortlist: Callable, *, kind: str = "default", name: s
 
 __all__ = ["Family", "register", "family_of", "family_named", "chip_key", "cache_key", "TilingCache", "CACHE", "lookup",
            "pick", "parallel_workers", "progress_bar", "simulate_all", "rank", "TuneResult", "tune", "search",
-           "CACHE_ENV", "PARALLEL_ENV", "CACHE_VERSION", "DEFAULT_LIMIT", "PROGRESS_MIN"]
+           "CACHE_ENV", "PARALLEL_ENV", "MAX_SIZE_ENV", "DEFAULT_MAX_MB", "REMAIN_RATIO", "CACHE_VERSION", "DEFAULT_LIMIT", "PROGRESS_MIN"]

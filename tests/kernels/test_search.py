@@ -174,3 +174,32 @@ def test_functional_bench_row_compares_with_numpy_on_both_thread_settings():
     assert row["blas_threads"] is None or row["blas_threads"] >= 1
     assert row["worker"] is True            # this machine has numpy's OpenBLAS and pthreads
     assert row["blas_threads"] == bench._blas_threads()     # the launches set BLAS back
+
+
+def test_the_cache_ages_its_oldest_entries_past_its_size_limit(cache_file, monkeypatch):
+    entry = {"tiles": {"tile_m": 128}, "cycles": 1, "note": "x" * 400}
+    for i in range(6):
+        search.CACHE.put(f"k{i}", entry)
+    assert list(search.CACHE.entries()) == [f"k{i}" for i in range(6)]
+    size = cache_file.stat().st_size
+    monkeypatch.setenv(search.MAX_SIZE_ENV, str(size * 0.5 / 2**20))      # half the file, in MB
+    before = search.CACHE.aged
+    search.CACHE.put("k6", entry)
+    kept = list(search.CACHE.entries())
+    assert kept[-1] == "k6" and kept == sorted(kept, key=lambda k: int(k[1:]))   # the newest stay
+    assert len(kept) < 7 and search.CACHE.aged - before == 7 - len(kept)
+    assert cache_file.stat().st_size <= size * 0.5 * search.REMAIN_RATIO + 1
+    search.CACHE.put("k3", entry)                          # a rewritten entry counts as new
+    assert list(search.CACHE.entries())[-1] == "k3"
+    monkeypatch.setenv(search.MAX_SIZE_ENV, "-1")          # -1: no ageing, as in CANN
+    held = len(search.CACHE.entries())
+    for i in range(7, 12):
+        search.CACHE.put(f"k{i}", entry)
+    assert len(search.CACHE.entries()) == held + 5 and cache_file.stat().st_size > size * 0.5
+
+
+@pytest.mark.parametrize("raw", ["lots", "0", "-5"])
+def test_a_bad_cache_size_limit_is_refused(monkeypatch, raw):
+    monkeypatch.setenv(search.MAX_SIZE_ENV, raw)
+    with pytest.raises(search.ArgumentError, match=search.MAX_SIZE_ENV):
+        search.CACHE.put("k", {"tiles": {}})
