@@ -82,18 +82,19 @@ def _pooler(g: Graph, w: Weights, h: str, c: dict) -> str:
 
 def bert_base(batch=1, seq=128, vocab=30522, hidden=768, layers=12, heads=12, intermediate=3072,
               max_positions=512, type_vocab=2, eps=1e-12, dtype="float32", index_dtype="int64",
-              seed=0, pooler=True) -> Graph:
+              seed=0, pooler=True, materialize=True) -> Graph:
     """transformers' ``BertModel`` (eval, eager attention) of ``BertConfig(vocab_size=vocab,
     hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
     intermediate_size=intermediate, max_position_embeddings=max_positions,
     type_vocab_size=type_vocab, layer_norm_eps=eps)`` on (batch, seq) tokens; ``pooler=False``
-    leaves the pooler out (``add_pooling_layer=False``). Returned inferred."""
+    leaves the pooler out (``add_pooling_layer=False``); ``materialize=False`` gives shapes-only
+    weights (:class:`~.transformer.Weights`). Returned inferred."""
     c = dict(batch=batch, seq=seq, vocab=vocab, hidden=hidden, layers=layers, heads=heads,
              intermediate=intermediate, max_positions=max_positions, type_vocab=type_vocab, eps=eps,
              index_dtype=index_dtype)
     check_config("bert-base", **{k: v for k, v in c.items() if k != "eps"}, dtype=dtype)
     g = Graph("bert-base")
-    w = Weights(g, seed, dtype)
+    w = Weights(g, seed, dtype, materialize=materialize)
     ids = g.input("input_ids", (batch, seq), index_dtype)
     types = g.input("token_type_ids", (batch, seq), index_dtype)
     mask = g.input("attention_mask", (batch, seq), index_dtype)

@@ -62,17 +62,19 @@ def _block(g: Graph, w: Weights, h: str, mask: str, scale: str, i: int, c: dict)
 
 
 def gpt2(batch=1, seq=128, vocab=50257, hidden=768, layers=12, heads=12, intermediate=None,
-         max_positions=1024, eps=1e-5, dtype="float32", index_dtype="int64", seed=0) -> Graph:
+         max_positions=1024, eps=1e-5, dtype="float32", index_dtype="int64", seed=0,
+         materialize=True) -> Graph:
     """transformers' ``GPT2Model`` (eval, eager attention) of ``GPT2Config(vocab_size=vocab,
     n_embd=hidden, n_layer=layers, n_head=heads, n_inner=intermediate, n_positions=max_positions,
     layer_norm_epsilon=eps)`` on (batch, seq) tokens; ``intermediate`` None is 4 * hidden, as
-    ``n_inner=None`` is. Returned inferred."""
+    ``n_inner=None`` is; ``materialize=False`` gives shapes-only weights
+    (:class:`~.transformer.Weights`). Returned inferred."""
     intermediate = 4 * hidden if intermediate is None else intermediate
     c = dict(batch=batch, seq=seq, vocab=vocab, hidden=hidden, layers=layers, heads=heads,
              intermediate=intermediate, max_positions=max_positions, eps=eps, index_dtype=index_dtype)
     check_config("gpt2", **{k: v for k, v in c.items() if k != "eps"}, dtype=dtype)
     g = Graph("gpt2")
-    w = Weights(g, seed, dtype)
+    w = Weights(g, seed, dtype, materialize=materialize)
     ids = g.input("input_ids", (batch, seq), index_dtype)
     mask = g.input("attention_mask", (batch, seq), index_dtype)
     tok = g.node("GatherV2", [w.normal("wte.weight", (vocab, hidden)), ids], name="wte", axis=0)

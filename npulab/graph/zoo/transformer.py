@@ -26,9 +26,8 @@ import numpy as np
 from ...errors import GraphError
 from ..ir import Graph
 
-#: torch.finfo(dtype).min: the additive mask's "never" (bfloat16: numpy has no finfo for it)
-FINFO_MIN = {"float32": float(np.finfo(np.float32).min), "float16": float(np.finfo(np.float16).min),
-             "bfloat16": -3.3895313892515355e38}
+#: torch.finfo(dtype).min: the additive mask's "never", for the dtypes a zoo transformer takes
+FINFO_MIN = {"float32": float(np.finfo(np.float32).min), "float16": float(np.finfo(np.float16).min)}
 #: the token-id dtypes an input may take (torch's embedding indices are int64, CANN's Gather
 #: takes int32 too)
 INDEX_DTYPES = ("int64", "int32")
@@ -57,12 +56,20 @@ class Weights:
     """Seeded weights in transformers' spirit (its ``_init_weights``): matrices and embeddings
     N(0, std), with the biases and the LayerNorms' weight and bias drawn near their torch starting
     values (0, 1, 0) rather than at them, so every weight changes the output and a misplaced one
-    shows. Every array is a constant named by its ``state_dict`` key."""
+    shows. Every array is a constant named by its ``state_dict`` key.
 
-    def __init__(self, g: Graph, seed: int, dtype: str, std: float = 0.02):
+    ``materialize=False`` stores each weight as a read-only zero broadcast to its shape (numpy's
+    zero-stride view: no memory, no time), for what needs only the shapes: counting parameters,
+    lowering, timing-only runs of a full-size model (drawing GPT-2's 124 M values takes seconds),
+    or a graph :func:`~npulab.graph.zoo.load_state` is about to fill."""
+
+    def __init__(self, g: Graph, seed: int, dtype: str, std: float = 0.02, materialize: bool = True):
         self.g, self.rng, self.dtype, self.std = g, np.random.default_rng(seed), dtype, std
+        self.materialize = materialize
 
     def normal(self, name: str, shape, std: float | None = None, mean: float = 0.0) -> str:
+        if not self.materialize:
+            return self.g.constant(name, np.broadcast_to(np.zeros((), self.dtype), shape))
         a = self.rng.standard_normal(shape, dtype=np.float32)
         a *= self.std if std is None else std
         a += mean
