@@ -31,18 +31,18 @@ def _conv1d(g: Graph, w: Weights, x: str, name: str, n_in: int, n_out: int, std=
     return g.node("MatMul", [x, *w.conv1d(name, n_in, n_out, std)], name=name)
 
 
-def _mask(g: Graph, mask: str, c: dict, dtype: str) -> str:
-    """The additive mask: causal (key position <= query position) and not padding."""
-    p, seq = "causal_mask", c["seq"]
-    pos = g.node("Range", [], name=p + ".positions", start=0, limit=seq, delta=1, dtype=c["index_dtype"])
+def _mask(g: Graph, mask: str, pos: str, dtype: str) -> str:
+    """The additive mask: causal (key position <= query position, ``pos`` the positions 0 ..
+    seq-1) and not padding."""
+    p = "causal_mask"
     rows = g.node("Unsqueeze", [pos], name=p + ".query", axes=[1])          # (seq, 1)
     cols = g.node("Unsqueeze", [pos], name=p + ".key", axes=[0])            # (1, seq)
     causal = g.node("GreaterEqual", [rows, cols], name=p + ".causal")       # (seq, seq)
     keep = g.node("Cast", [mask], name=p + ".padding", dtype="bool")        # (batch, seq)
     keep = g.node("Unsqueeze", [keep], name=p + ".padding.view", axes=[1, 2])
     allowed = g.node("LogicalAnd", [causal, keep], name=p + ".allowed")   # (batch, 1, seq, seq)
-    return g.node("Select", [allowed, fill(g, p + ".zero", 0.0, dtype), fill(g, p + ".min", FINFO_MIN[dtype], dtype)],
-                  name=p)
+    zero, never = fill(g, p + ".zero", 0.0, dtype), fill(g, p + ".min", FINFO_MIN[dtype], dtype)
+    return g.node("Select", [allowed, zero, never], name=p)
 
 
 def _block(g: Graph, w: Weights, h: str, mask: str, scale: str, i: int, c: dict) -> str:
@@ -51,7 +51,8 @@ def _block(g: Graph, w: Weights, h: str, mask: str, scale: str, i: int, c: dict)
     x = layer_norm(g, h, w.layer_norm(p + ".ln_1", hidden), p + ".ln_1", hidden, eps)
     qkv = _conv1d(g, w, x, p + ".attn.c_attn", hidden, 3 * hidden)
     q, k, v = g.node("Split", [qkv], name=p + ".attn.split", outputs=3, axis=-1, sizes=[hidden] * 3)
-    ctx = attention(g, q, k, v, mask, scale, p + ".attn", batch=c["batch"], seq=c["seq"], hidden=hidden, heads=c["heads"])
+    ctx = attention(g, q, k, v, mask, scale, p + ".attn", batch=c["batch"], seq=c["seq"], hidden=hidden,
+                    heads=c["heads"])
     y = _conv1d(g, w, ctx, p + ".attn.c_proj", hidden, hidden, proj_std)
     h = g.node("Add", [y, h], name=p + ".attn.residual")
     x = layer_norm(g, h, w.layer_norm(p + ".ln_2", hidden), p + ".ln_2", hidden, eps)
@@ -82,7 +83,7 @@ def gpt2(batch=1, seq=128, vocab=50257, hidden=768, layers=12, heads=12, interme
     pos = g.node("GatherV2", [w.normal("wpe.weight", (max_positions, hidden), std=0.01), positions],
                  name="wpe", axis=0)
     h = g.node("Add", [tok, pos], name="add_position")
-    mask = _mask(g, mask, c, dtype)
+    mask = _mask(g, mask, positions, dtype)
     scale = fill(g, "attention_scale", (hidden // heads) ** -0.5, dtype)
     for i in range(layers):
         h = _block(g, w, h, mask, scale, i, c)
