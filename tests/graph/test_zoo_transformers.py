@@ -66,7 +66,7 @@ def _close(actual, expected):
 
 def _bert(padded):
     model = _torch_model(transformers.BertModel, _bert_config())
-    g = zoo.build("bert-base", batch=BATCH, **SMALL)
+    g = zoo.build("bert-base", batch=BATCH, **SMALL).validate()
     assert zoo.load_state(g, _state(model)) == ([], [])
     t = _tokens(padded)
     with torch.no_grad():
@@ -76,7 +76,7 @@ def _bert(padded):
 
 def _gpt2(padded):
     model = _torch_model(transformers.GPT2Model, _gpt2_config())
-    g = zoo.build("gpt2", batch=BATCH, **SMALL)
+    g = zoo.build("gpt2", batch=BATCH, **SMALL).validate()
     assert zoo.load_state(g, _state(model)) == ([], [])
     t = _tokens(padded)
     del t["token_type_ids"]
