@@ -32,6 +32,6 @@ def test_small_resnet_runs_finite(dtype):
 
 
 def test_unknown_model_is_a_clear_error():
-    assert zoo.names() == ["resnet50"]
+    assert zoo.names() == ["bert-base", "gpt2", "resnet50"]
     with pytest.raises(GraphError, match="no model"):
         zoo.build("vgg")
