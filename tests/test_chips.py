@@ -78,7 +78,7 @@ def test_every_figure_has_a_source_or_says_chosen():
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "E1", "E2", "C1", "C2", "M1", "M2", "M3", "3rd", "press", "chosen",
+                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "S15", "S16", "E1", "E2", "C1", "C2", "M1", "M2", "M3", "3rd", "press", "chosen",
                         "derived", "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
