@@ -271,6 +271,7 @@ class ChipSpec:
         d["peak_vector_tflops_fp16"] = self.peak_vector_tflops_fp16
         d["gm_bandwidth_gbs"] = self.gm_bandwidth_gbs
         d["gm_sustained_gbs"] = self.gm_sustained_bytes_per_cycle * self.clock_ghz
+        d["host_link_gbs"] = self.device.host_link_gb_per_s
         return d
 
 
