@@ -46,10 +46,14 @@ def _manifest_bytes(manifest: dict) -> bytes:
     if not isinstance(manifest, dict):
         raise OfflineModelError(f"write: the manifest must be a dict (a JSON object), got {type(manifest).__name__}")
     try:
-        return json.dumps(manifest, sort_keys=True, allow_nan=False).encode("utf-8")
+        text = json.dumps(manifest, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise OfflineModelError(f"write: the manifest is not plain JSON (strings, numbers, lists, dicts; "
                                 f"no NaN): {exc}") from None
+    if json.loads(text) != manifest:
+        raise OfflineModelError("write: the manifest would not read back as written: JSON keeps only string keys "
+                                "and lists (a tuple or an integer key changes on the way); use those")
+    return text.encode("utf-8")
 
 
 def _arrays_bytes(arrays: dict) -> bytes:

@@ -226,7 +226,7 @@ class Device:
         return us
 
     @property
-    def copy_us(self) -> float:
+    def total_copy_us(self) -> float:
         """The simulated microseconds of every copy so far."""
         return sum(c.us for c in self.copies)
 

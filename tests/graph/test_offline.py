@@ -125,6 +125,8 @@ def test_object_arrays_are_refused_on_write(tmp_path):
     ([1, 2], {}, "must be a dict"),
     ({"x": float("nan")}, {}, "not plain JSON"),
     ({"x": object()}, {}, "not plain JSON"),
+    ({1: "a"}, {}, "would not read back"),
+    ({"shape": (2, 3)}, {}, "would not read back"),
     ({}, {"w": [1, 2]}, "expected a numpy array"),
     ({}, {3: np.ones(2)}, "non-empty strings"),
 ])

@@ -141,7 +141,7 @@ def test_round_trip_through_the_device_returns_the_bytes():
     np.testing.assert_array_equal(z, x)
     assert [c.kind for c in rt.copies] == ["HOST_TO_DEVICE", "DEVICE_TO_DEVICE", "DEVICE_TO_HOST", "HOST_TO_HOST"]
     assert all(c.count == x.nbytes for c in rt.copies)
-    assert rt.copy_us == pytest.approx(sum(c.us for c in rt.copies))
+    assert rt.total_copy_us == pytest.approx(sum(c.us for c in rt.copies))
 
 
 def test_pointer_offsets_pyacl_numbers_and_default_kind():
