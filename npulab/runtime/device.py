@@ -144,7 +144,7 @@ class Device:
         if policy == "HUGE_ONLY" and free >= -(-need // huge) * huge:
             frames = -(-need // huge)
             return DeviceMemoryError(
-                f"{head}. HUGE_ONLY cannot be met: it needs {frames} free 2 MB huge pages and "
+                f"{head}. HUGE_ONLY cannot be met: it needs {frames} free {_size(huge)} huge pages and "
                 f"{self.pool.free_huge_pages} are free; the rest of the free bytes lie in huge pages that "
                 f"normal-page allocations already use in part. Use HUGE_FIRST (it falls back to normal "
                 f"pages), or allocate large buffers first and small ones after.")

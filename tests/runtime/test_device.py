@@ -110,7 +110,7 @@ def test_huge_only_fails_on_fragmented_memory_and_says_why():
     with pytest.raises(DeviceMemoryError) as info:
         rt.malloc(4 * MB, "HUGE_ONLY")
     msg = str(info.value)
-    for part in ("HUGE_ONLY cannot be met", "needs 3 free 2 MB huge pages and 0 are free", "HUGE_FIRST"):
+    for part in ("HUGE_ONLY cannot be met", "needs 3 free 2.00 MiB huge pages and 0 are free", "HUGE_FIRST"):
         assert part in msg, msg
 
 
