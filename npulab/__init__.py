@@ -10,7 +10,8 @@ the Cython core and its readable Python twins)
 -> ``lang`` (the Ascend-C-style kernel language)
 -> ``kernels`` (ops-nn style operators: problem, tiling, kernel; the one tiling search)
 -> ``ops`` (the functional API, ``ops.nn`` modules, the registry and dispatcher, numpy goldens)
--> ``graph`` (the model IR, its op schemas, JSON + .npz files)
+-> ``graph`` (the model IR, its op schemas, JSON + .npz files, the offline model file)
+-> ``runtime`` (the ACL analog: device memory, its policies and the memcpy kinds)
 -> ``plot`` and ``widgets`` (pictures and ipywidgets over a Trace)
 -> ``bench``, ``labs`` (notebook machinery and checkers) and ``cli``.
 
@@ -21,15 +22,16 @@ import importlib
 
 from .chips import ChipSpec, chip_names, chips, get_chip, load_chip
 from .errors import (AlignmentError, ArgumentError, ArgumentTypeError, BufferOverflowError, ChipFileError,
-                     ContextError, CoreTypeError, DataPathError, DeadlockError, ExportError, GraphError,
-                     InstructionBudgetError, NpuError, RaceError, ShapeError, SyncError, UnsupportedOpError)
+                     ContextError, CoreTypeError, DataPathError, DeadlockError, DeviceMemoryError,
+                     DevicePointerError, ExportError, GraphError, InstructionBudgetError, MemcpyError, NpuError,
+                     OfflineModelError, RaceError, ShapeError, SyncError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 
 #: the subpackages and modules ``npulab.<name>`` reaches without an import of its own (the
 #: module ``npulab.chips`` is imported above; its name in the package is the function ``chips()``)
 SUBMODULES = ("arch", "bench", "cli", "errors", "formats", "graph", "kernels", "labs", "lang", "ops", "plot",
-              "sim", "twins", "widgets")
+              "runtime", "sim", "twins", "widgets")
 
 
 def __getattr__(name: str):
@@ -44,5 +46,5 @@ def __dir__():
 
 __all__ = ["ChipSpec", "chip_names", "chips", "get_chip", "load_chip", "AlignmentError", "ArgumentError",
            "ArgumentTypeError", "BufferOverflowError", "ChipFileError", "ContextError", "CoreTypeError",
-           "DataPathError", "DeadlockError", "ExportError", "GraphError", "InstructionBudgetError", "NpuError",
-           "RaceError", "ShapeError", "SyncError", "UnsupportedOpError", "__version__"]
+           "DataPathError", "DeadlockError", "DeviceMemoryError", "DevicePointerError", "ExportError", "GraphError",
+           "InstructionBudgetError", "MemcpyError", "NpuError", "OfflineModelError", "RaceError", "ShapeError", "SyncError", "UnsupportedOpError", "__version__"]

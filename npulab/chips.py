@@ -108,6 +108,46 @@ class AiCpuSpec:
         return self.task_start_us + nbytes / (self.gb_per_s * 1e3 * max(1, self.cores))
 
 
+#: PCIe transfer rate a lane, in gigatransfers a second, and its line code's payload bits of
+#: every coded bit, by generation (S16: 8b/10b up to Gen2, 128b/130b from Gen3 on).
+PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
+PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130}
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """The device as the host sees it (the runtime layer, ``npulab.runtime``): its host link and
+    the pages its memory is handed out in. Its memory's size is ``[memory] gm_bytes``.
+
+    The link is PCIe ``pcie_gen`` x ``pcie_lanes``. What a copy gets of it: the lanes' rate after
+    the line code, times the share of every transaction that is data: a write of
+    ``max_payload_bytes`` travels with ``tlp_overhead_bytes`` of framing, header and CRC.
+    ``memcpy_start_us`` is what a synchronous copy pays before its first byte moves (the runtime
+    hands a task to the device's DMA engine and waits for it to report back);
+    ``host_copy_gb_per_s`` is a host CPU core copying host memory (a copy from host to host, and
+    the staging of pageable host memory into the runtime's pinned buffer before the DMA)."""
+    pcie_gen: int
+    pcie_lanes: int
+    max_payload_bytes: int
+    tlp_overhead_bytes: int
+    memcpy_start_us: float
+    host_copy_gb_per_s: float
+    normal_page_bytes: int
+    huge_page_bytes: int
+
+    @property
+    def pcie_raw_gb_per_s(self) -> float:
+        """GB/s of the lanes after the line code: lanes x GT/s x payload bits per coded bit / 8."""
+        return self.pcie_lanes * PCIE_GT_PER_S[self.pcie_gen] * PCIE_ENCODING[self.pcie_gen] / 8
+
+    @property
+    def host_link_gb_per_s(self) -> float:
+        """What a large copy between host and device achieves: the raw rate times the share of
+        every transaction that is payload, max_payload / (max_payload + overhead)."""
+        share = self.max_payload_bytes / (self.max_payload_bytes + self.tlp_overhead_bytes)
+        return self.pcie_raw_gb_per_s * share
+
+
 @dataclass(frozen=True)
 class EnergySpec:
     mac_fp16_pj: float
@@ -160,6 +200,7 @@ class ChipSpec:
     pipes: PipeSpec
     launch: LaunchSpec
     aicpu: AiCpuSpec
+    device: DeviceSpec
     energy: EnergySpec
     power: PowerSpec
     cross_core: CrossCoreSpec | None = None
@@ -230,11 +271,13 @@ class ChipSpec:
         d["peak_vector_tflops_fp16"] = self.peak_vector_tflops_fp16
         d["gm_bandwidth_gbs"] = self.gm_bandwidth_gbs
         d["gm_sustained_gbs"] = self.gm_sustained_bytes_per_cycle * self.clock_ghz
+        d["host_link_gbs"] = self.device.host_link_gb_per_s
         return d
 
 
 _SECTIONS = {"cube": CubeSpec, "vector": VectorSpec, "buffers": BufferSpec, "align": BufferSpec,
-             "memory": MemorySpec, "pipes": PipeSpec, "launch": LaunchSpec, "aicpu": AiCpuSpec, "energy": EnergySpec, "power": PowerSpec,
+             "memory": MemorySpec, "pipes": PipeSpec, "launch": LaunchSpec, "aicpu": AiCpuSpec, "device": DeviceSpec,
+             "energy": EnergySpec, "power": PowerSpec,
              "cross_core": CrossCoreSpec}
 #: sections a chip file may leave out (their field is then None)
 _OPTIONAL = ("cross_core",)
@@ -358,6 +401,7 @@ def load_chip(path: str | Path) -> ChipSpec:
     if not 0 < spec.memory.gm_efficiency <= 1:
         raise ChipFileError(f"{origin}: field 'memory.gm_efficiency' is the fraction of the pins' rate a "
                             f"DRAM sustains, in (0, 1], got {spec.memory.gm_efficiency!r}")
+    _check_device(spec.device, origin)
     lb = spec.memory.l2_line_bytes
     if lb < 32 or lb & (lb - 1):
         raise ChipFileError(f"{origin}: field 'memory.l2_line_bytes' must be a power of two of at least "
@@ -366,6 +410,30 @@ def load_chip(path: str | Path) -> ChipSpec:
         raise ChipFileError(f"{origin}: a chip with an L2 (l2_bytes > 0) needs a positive "
                             f"'memory.l2_bytes_per_cycle'")
     return spec
+
+
+def _check_device(dev: DeviceSpec, origin: str) -> None:
+    """The [device] section's rules: a PCIe generation and width that exist, a payload size PCIe
+    allows, positive rates, and pages whose sizes are powers of two, the huge a whole number of
+    the normal."""
+    if dev.pcie_gen not in PCIE_GT_PER_S:
+        raise ChipFileError(f"{origin}: field 'device.pcie_gen' must be one of {sorted(PCIE_GT_PER_S)}, got {dev.pcie_gen!r}")
+    if dev.pcie_lanes not in (1, 2, 4, 8, 16):
+        raise ChipFileError(f"{origin}: field 'device.pcie_lanes' must be a PCIe link width (1, 2, 4, 8 or 16), "
+                            f"got {dev.pcie_lanes!r}")
+    mp = dev.max_payload_bytes
+    if mp < 128 or mp > 4096 or mp & (mp - 1):
+        raise ChipFileError(f"{origin}: field 'device.max_payload_bytes' must be a PCIe Max_Payload_Size, a power "
+                            f"of two from 128 to 4096, got {mp!r}")
+    if dev.host_copy_gb_per_s <= 0:
+        raise ChipFileError(f"{origin}: field 'device.host_copy_gb_per_s' must be positive")
+    for name in ("normal_page_bytes", "huge_page_bytes"):
+        v = getattr(dev, name)
+        if v < 1 or v & (v - 1):
+            raise ChipFileError(f"{origin}: field 'device.{name}' must be a power of two, got {v!r}")
+    if dev.huge_page_bytes < dev.normal_page_bytes:
+        raise ChipFileError(f"{origin}: 'device.huge_page_bytes' ({dev.huge_page_bytes}) must be at least "
+                            f"'device.normal_page_bytes' ({dev.normal_page_bytes}): a huge page holds normal ones")
 
 
 @lru_cache(maxsize=None)

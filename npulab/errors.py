@@ -83,3 +83,24 @@ class GraphError(NpuError, ValueError):
 
 class UnsupportedOpError(NpuError, NotImplementedError):
     """No kernel is registered for an op type (message begins ``Op type not supported:``)."""
+
+
+class DeviceMemoryError(NpuError, MemoryError):
+    """A device memory allocation (``runtime.Device.malloc``, aclrtMalloc) cannot be met: the
+    device is out of memory, or a HUGE_ONLY request finds too few free 2 MB huge pages."""
+
+
+class DevicePointerError(NpuError, ValueError):
+    """A device pointer that is not a live allocation of this device: freed already (a double
+    free), never allocated, another device's, or an offset past its buffer."""
+
+
+class MemcpyError(NpuError, ValueError):
+    """A copy (``runtime.Device.memcpy``, aclrtMemcpy) breaks a rule: more bytes than ``dst_max``
+    or than a buffer holds, or a ``kind`` that does not match where its pointers live."""
+
+
+class OfflineModelError(NpuError, ValueError):
+    """An offline model file (the .om analog, ``graph.offline``) is not one npulab can read:
+    missing, truncated, corrupted (checksum), of another magic or format version; or what a
+    write was given cannot be stored without pickle (object arrays)."""

@@ -78,7 +78,7 @@ def test_every_figure_has_a_source_or_says_chosen():
             code = line.split("#")[0].strip()
             if "=" in code and not code.startswith(("name", "title", "arch")):
                 comment = line.split("#", 1)[1] if "#" in line else ""
-                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "E1", "E2", "C1", "C2", "M1", "M2", "M3", "3rd", "press", "chosen",
+                tags = ("S1", "S2", "S4", "S7", "S11", "S12", "S13", "S14", "S15", "S16", "E1", "E2", "C1", "C2", "M1", "M2", "M3", "3rd", "press", "chosen",
                         "derived", "FACTS", "n/f")
                 in_section_note = code.startswith("[")
                 assert in_section_note or any(t in comment for t in tags) or \
@@ -110,6 +110,35 @@ def test_gm_bandwidth_is_shared_between_cores():
 @pytest.mark.parametrize("field,value,match", [("gm_efficiency = 0.89", "gm_efficiency = 1.2", "in \\(0, 1\\]"),
                                                ("l2_line_bytes = 128", "l2_line_bytes = 96", "power of two")])
 def test_a_chip_file_with_an_impossible_memory_figure_says_why(tmp_path, field, value, match):
+    text = (Path(npulab.get_chip("910").source)).read_text(encoding="utf-8")
+    assert field in text
+    (tmp_path / "bad.toml").write_text(text.replace(field, value), encoding="utf-8")
+    with pytest.raises(npulab.ChipFileError, match=match):
+        load_chip(tmp_path / "bad.toml")
+
+
+def test_host_links_follow_from_pcie_generation_lanes_and_packet_overhead():
+    """[device]: raw GB/s = lanes x GT/s x line code / 8 (S16), a copy gets payload / (payload +
+    24 B) of it; the 910's PCIe 4.0 x16 and the 310's 3.0 x4 (3rd)."""
+    d910, d310 = npulab.get_chip("910").device, npulab.get_chip("310").device
+    assert (d910.pcie_gen, d910.pcie_lanes, d310.pcie_gen, d310.pcie_lanes) == (4, 16, 3, 4)
+    assert d910.pcie_raw_gb_per_s == pytest.approx(16 * 16 * 128 / 130 / 8)          # 31.5 GB/s
+    assert d910.host_link_gb_per_s == pytest.approx(31.5077 * 256 / 280, rel=1e-4)   # 28.8 GB/s
+    assert d310.host_link_gb_per_s == pytest.approx(d910.host_link_gb_per_s / 8)
+    for chip in npulab.chips():
+        assert chip.device.huge_page_bytes == 2 << 20                               # S15
+        assert chip.to_dict()["host_link_gbs"] == pytest.approx(chip.device.host_link_gb_per_s)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("pcie_gen = 4 ", "pcie_gen = 7 ", "'device.pcie_gen' must be one of"),
+    ("pcie_lanes = 16 ", "pcie_lanes = 12 ", "a PCIe link width"),
+    ("max_payload_bytes = 256 ", "max_payload_bytes = 300 ", "Max_Payload_Size"),
+    ("normal_page_bytes = 4096 ", "normal_page_bytes = 4000 ", "'device.normal_page_bytes' must be a power of two"),
+    ("huge_page_bytes = 2097152 ", "huge_page_bytes = 2048 ", "a huge page holds normal ones"),
+    ("host_copy_gb_per_s = 10.0 ", "host_copy_gb_per_s = 0.0 ", "must be positive"),
+])
+def test_a_chip_file_with_an_impossible_device_figure_says_why(tmp_path, field, value, match):
     text = (Path(npulab.get_chip("910").source)).read_text(encoding="utf-8")
     assert field in text
     (tmp_path / "bad.toml").write_text(text.replace(field, value), encoding="utf-8")
