@@ -19,7 +19,8 @@ and pools stays NC1HWC0 with one TransData at each end.
   their format);
 * any other op (a reduction, a reshape, a matmul's activation, whose kernel packs ND into NZ on
   its way to L1 itself) gets each input back in the format the graph declared for it;
-* a node that writes a graph output is treated as such an op, so the outputs keep their formats.
+* a graph output keeps its declared format: a node that would write it in another one writes
+  ``<output>/<format>`` and a TransData after it writes the output.
 
 **TransOpSymmetryEliminationPass** (GE's graph pass of that name, ``compiler/graph/passes/
 transop_symmetry_elimination_pass``: a TransData A -> B followed by B -> A is removed). Also a
@@ -45,7 +46,7 @@ AGNOSTIC = ("Relu", "Swish", "SiLU", "Gelu", "Sigmoid", "Tanh", "Neg", "Abs", "E
 def _agnostic(d: Draft, node, fmt) -> bool:
     """Whether ``node`` may run in its inputs' format: an AGNOSTIC op whose activations all have
     its output's shape and one format, its constants scalars (per-channel ones for BatchNorm)."""
-    if node.op_type not in AGNOSTIC or any(v in d.src.outputs for v in node.outputs):
+    if node.op_type not in AGNOSTIC:
         return False
     out = d.type_of(node.outputs[0]).shape
     acts = [v for v in node.inputs if v and v not in d.constants]
@@ -73,8 +74,7 @@ def insert_transdata(d: Draft, rec: PassRecord, chip) -> None:
 
     for node in list(d.nodes):
         want = WANTS.get(node.op_type, {})
-        writes_output = any(v in d.src.outputs for v in node.outputs)
-        if want and not writes_output and len(d.type_of(node.inputs[0]).shape) == 4:
+        if want and len(d.type_of(node.inputs[0]).shape) == 4:
             for i, to in want.items():
                 v = node.inputs[i]
                 if v and (to == FEATURE or v in d.constants):
@@ -85,8 +85,22 @@ def insert_transdata(d: Draft, rec: PassRecord, chip) -> None:
         else:
             node.inputs = [convert(v, d.type_of(v).format, node) if v else v for v in node.inputs]
             out_fmt = None
-        for v in node.outputs:
+        for j, v in enumerate(node.outputs):
             fmt[v] = out_fmt or d.type_of(v).format
+            if v in d.src.outputs and fmt[v] != d.type_of(v).format:
+                _keep_output_format(d, node, j, fmt, rec)
+
+
+def _keep_output_format(d: Draft, node, j: int, fmt: dict, rec: PassRecord) -> None:
+    """Let ``node`` write its j-th output (a graph output) as ``<name>/<format>`` and a
+    TransData after it give the output its declared format."""
+    v = node.outputs[j]
+    inner = d.fresh(f"{v}/{fmt[v]}")
+    node.outputs[j] = inner
+    fmt[inner], fmt[v] = fmt[v], d.type_of(v).format
+    td = d.new_node("TransData", [inner], [v], d.fresh(f"{v}/to_{fmt[v]}"), dst_format=fmt[v])
+    d.nodes.insert(d.nodes.index(node) + 1, td)
+    rec.did(f"TransData {inner}: {fmt[inner]} -> {fmt[v]} (graph output {v})")
 
 
 @rule("TransOpSymmetryEliminationPass", "GE", "TransData A -> B -> A pairs (and A -> A) removed")
