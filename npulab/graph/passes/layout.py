@@ -9,6 +9,10 @@ element-wise op, whose meaning does not depend on where each element sits, and i
 BatchNorm, per channel) run in whatever format its inputs have, so a run of convs, ReLUs, adds
 and pools stays NC1HWC0 with one TransData at each end.
 
+A value's array stays in its logical order (NCHW, (K, N)) whatever its format label, in the
+reference executor and in the model file: the format says where the bytes sit on the chip, and
+so what each TransData costs when the graph is lowered (a data move of its bytes in and out).
+
 **TransDataInsertPass** (npulab name for that part of GE's format settling). In graph order:
 
 * a conv's input 0 and a pool's input not in NC1HWC0, and a conv's constant weight not in

@@ -79,8 +79,9 @@ def fuse_activation(d: Draft, rec: PassRecord, chip) -> None:
 
 
 def _attention(d: Draft, softmax):
-    """(first matmul, scale Mul, scale value) when ``softmax`` closes a scaled attention pattern:
-    MatMul -> Mul(scalar) [-> Add(mask)] -> SoftmaxV2(last axis) -> MatMul; else None."""
+    """(first matmul, scale Mul, the scores it scales, scale value) when ``softmax`` closes a
+    scaled attention pattern: MatMul -> Mul(scalar) [-> Add(mask)] -> SoftmaxV2(last axis) ->
+    MatMul; else None."""
     if softmax.attrs.get("dim", -1) not in (-1, len(d.type_of(softmax.inputs[0]).shape) - 1):
         return None
     if not any(c.op_type == "MatMul" and c.inputs[0] == softmax.outputs[0] for c in d.consumers(softmax.outputs[0])):
@@ -109,6 +110,9 @@ def attention_scale(d: Draft, rec: PassRecord, chip) -> None:
         if mm.attrs.get("activation") or not d.only_use(scores, mul):
             rec.saw(f"attention at {mm.name}: the scores have another reader")
             continue
+        if d.type_of(scores).dtype == "bfloat16":
+            rec.saw(f"attention at {mm.name}: bfloat16 (a constant scale cannot be stored in it)")
+            continue
         sizes = [d.type_of(v).size for v in mm.inputs[:2]]
         if min(sizes) >= d.type_of(scores).size:
             rec.saw(f"attention at {mm.name} -> {sm.name}: Q and K are no smaller than the scores; the scale stays")
@@ -116,7 +120,7 @@ def attention_scale(d: Draft, rec: PassRecord, chip) -> None:
         i = int(np.argmin(sizes)) if d.const(mm.inputs[1]) is None else 1   # a constant K takes it for free
         operand = mm.inputs[i]
         dtype = d.type_of(operand).dtype
-        scale = d.add_constant(f"{mul.name}.scale", np.asarray(s, dtype=np.float32 if dtype == "bfloat16" else dtype))
+        scale = d.add_constant(f"{mul.name}.scale", np.asarray(s, dtype=dtype))
         scaled = d.fresh(f"{operand}/scaled")
         pre = d.new_node("Mul", [operand, scale], [scaled], d.fresh(f"{mul.name}/pre"))
         ins = list(mm.inputs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...errors import GraphError
 from ..ir import Graph
 from ..lower import lower
 from ..types import TensorType
@@ -47,7 +48,7 @@ class PassReport:
         """The record of ``rule`` (its runs merged, for a rule that runs twice)."""
         runs = [r for r in self.records if r.rule == rule]
         if not runs:
-            raise KeyError(f"{rule!r} did not run; rules: {', '.join(r.rule for r in self.records)}")
+            raise GraphError(f"rule {rule!r} is not in this report; it holds {', '.join(r.rule for r in self.records)}")
         if len(runs) == 1:
             return runs[0]
         out = PassRecord(rule, runs[0].kind, any(r.enabled for r in runs), sum(r.matched for r in runs),
