@@ -75,12 +75,13 @@ class PassReport:
 
 
 def run_rule(graph: Graph, rule: str, chip=None) -> tuple[Graph, PassRecord]:
-    """One rule on ``graph``: (the new graph, its record). The graph given is left as it is."""
+    """One rule on ``graph``: (a new graph, its record; the new graph is a copy when the rule
+    changed nothing). The graph given is left as it is."""
     r = RULES[rule]
     rec = PassRecord(rule, r.kind, nodes_before=len(graph.nodes))
     d = Draft(graph)
     r.run(d, rec, chip)
-    out = d.build(chip) if rec.effected else graph
+    out = d.build(chip)
     rec.nodes_after = len(out.nodes)
     return out, rec
 
