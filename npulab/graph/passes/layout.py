@@ -9,6 +9,15 @@ element-wise op, whose meaning does not depend on where each element sits, and i
 BatchNorm, per channel) run in whatever format its inputs have, so a run of convs, ReLUs, adds
 and pools stays NC1HWC0 with one TransData at each end.
 
+Where npulab's kernels stand: the conv kernel reads NC1HWC0 and FRACTAL_Z from GM, made on the
+host before the launch (:mod:`npulab.kernels.conv.layouts`, "CANN's TransData, outside the
+kernel"), and writes NHWC, which the host turns back to NCHW; those host conversions are outside
+every cost. This pass makes the conversions graph nodes, as GE does, and labels a conv's output
+NC1HWC0 as CANN's Conv2D writes it, so a chain of convs, element-wise ops and pools needs none
+between them. No TransData to FRACTAL_NZ is placed: npulab's matmul kernels read ND from GM and
+pack it into NZ on the way to L1 (``data_copy_nd2nz``), as ops-nn's MatMulV2 does with ND
+inputs, so NZ never sits in GM between kernels.
+
 A value's array stays in its logical order (NCHW, (K, N)) whatever its format label, in the
 reference executor and in the model file: the format says where the bytes sit on the chip, and
 so what each TransData costs when the graph is lowered (a data move of its bytes in and out).
