@@ -41,7 +41,8 @@ def _bn_params(d: Draft, bn):
     """(mean, var, gamma, beta, eps) of a BatchNorm node as float64, or a reason it cannot fold."""
     ins = list(bn.inputs) + [""] * (5 - len(bn.inputs))
     arrays = []
-    for i, (v, flag, default) in enumerate(zip(ins[1:5], (None, None, "has_weight", "has_bias"), (None, None, 1.0, 0.0))):
+    flags = (None, None, "has_weight", "has_bias")
+    for i, (v, flag, default) in enumerate(zip(ins[1:5], flags, (None, None, 1.0, 0.0))):
         if flag is not None and (not v or not bn.attrs.get(flag, True)):
             arrays.append(default)
             continue

@@ -103,8 +103,9 @@ class FusionSwitches:
                              f"JSON ({exc.msg})") from None
         sw = doc.get("Switch") if isinstance(doc, dict) else None
         if not isinstance(sw, dict) or set(doc) != {"Switch"}:
+            got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
             raise GraphError(f'fusion switch file, {source} line 1: expected {{"Switch": {{"GraphFusion": {{...}}, '
-                             f'"UBFusion": {{...}}}}}}, got keys {sorted(doc) if isinstance(doc, dict) else type(doc).__name__}')
+                             f'"UBFusion": {{...}}}}}}, got keys {got}')
         off, on, all_off = set(), set(), set()
         for section, entries in sw.items():
             where = f"{source} line {_line_of(text, section)}"
@@ -114,7 +115,8 @@ class FusionSwitches:
             for name, value in entries.items():
                 where = f"{source} line {_line_of(text, name)}"
                 if not isinstance(value, str) or value.lower() not in VALUES:
-                    raise GraphError(f"fusion switch file, {where}: {section}.{name} is {value!r}; expected \"on\" or \"off\"")
+                    raise GraphError(f"fusion switch file, {where}: {section}.{name} is {value!r}; "
+                                     f"expected \"on\" or \"off\"")
                 if name == "ALL":
                     if value.lower() == "off":
                         all_off.add(section)
