@@ -7,10 +7,11 @@
   ReduceMean, GatherV2, Select, Slice, ...);
 * :mod:`~.reference`: the reference executor, each op's meaning in numpy (the goldens for kernel
   ops), the oracle of importers, passes and compiled models;
-* :mod:`~.serial`: a graph as JSON plus ``.npz``.
+* :mod:`~.serial`: a graph as JSON plus ``.npz``;
+* :mod:`~.passes`: the optimisation passes (GE's graph fusion, UB fusion and graph passes by
+  their switch-file names), the fusion switch file and :func:`~.passes.optimize`.
 
-Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the fusion passes and
-their switch file, the static memory plan and the compile step to an offline model (the ATC
+Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the static memory plan and the compile step to an offline model (the ATC
 analog); the runtime that loads and runs it is :mod:`npulab.runtime`.
 """
 from .ir import Graph

@@ -165,8 +165,9 @@ def infer_node(node: Node, ins: list, chip=None) -> list[TensorType]:
     except NpuError as exc:
         raise GraphError(f"{node.where()}: {exc}") from None
     outs = out if isinstance(out, list) else [out]
-    # an output shaped as the first input keeps its layout (an element-wise op, a norm)
-    return [TensorType(tuple(o.shape), str(np.dtype(o.dtype)), ins[0].format if tuple(o.shape) == ins[0].shape
+    # an output of the first input's rank keeps its layout (an element-wise op, a norm, a pool
+    # of an NC1HWC0 feature map writes NC1HWC0)
+    return [TensorType(tuple(o.shape), str(np.dtype(o.dtype)), ins[0].format if len(o.shape) == len(ins[0].shape)
                        else "ND") for o in outs]
 
 
