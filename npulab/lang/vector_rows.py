@@ -249,6 +249,7 @@ def _binary_rows(what, fn):
 
 add_rows = _binary_rows("add_rows", np.add)
 mul_rows = _binary_rows("mul_rows", np.multiply)
+max_rows = _binary_rows("max_rows", np.maximum)     # a ReduceMax folding rows onto rows
 
 
 def mul_add_dst_rows(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, rows: int, cols: int,
