@@ -36,8 +36,9 @@ from .tiling_data import Tiling
 from .vector_base import check_float, copy_elements, launch_vector
 
 REDUCE_OPS = ("sum", "mean", "max")
-#: UB tile of the input, elements (at most), so that a work item has a few tiles to pipeline
-#: and a block a few work items; the rest of the UB is left to the queues' slots
+#: work items a core should get at least, so that every core has work and its copies overlap
+#: the previous item's reduction: rows (AR) or columns (RA) are split that finely when the
+#: tensor has few of them
 MIN_ITEMS_PER_CORE = 2
 
 
@@ -139,6 +140,9 @@ def reduce_tiling(shape, dtype, axes, op: str, chip=DEFAULT_CHIP, buffer_num: in
     else:
         aligned = cols % per_block == 0
         tile_cols = cols if round_up(cols, per_block) <= max_elems // 2 else max_elems // 2
+        split = ceil_div(cores * MIN_ITEMS_PER_CORE, outer_kept)     # column tiles wanted
+        if split > 1:
+            tile_cols = min(tile_cols, max(per_block, round_up(ceil_div(cols, split), per_block)))
         row_stride = cols if tile_cols == cols and aligned else round_up(tile_cols, per_block)
         tile_rows = max(1, min(rows, max_elems // row_stride))
         items = outer_kept * ceil_div(cols, tile_cols)
@@ -196,9 +200,8 @@ class KernelReduce:
         ki, ri, off_in = iter(ko), iter(rq), 0
         for (s, r), st in zip(self.outer, self.in_st):
             off_in += int(next(ri if r else ki)) * st
-        n_kept_tail = len(self.out_st) - len(self.kept_outer)
-        off_out = sum(int(i) * st for i, st in zip(ko, self.out_st[:len(self.kept_outer)])) if ko else 0
-        return off_in, off_out, n_kept_tail
+        off_out = sum(int(i) * st for i, st in zip(ko, self.out_st[:len(self.kept_outer)]))
+        return off_in, off_out
 
     def _accumulate(self, src, n, started):
         """acc[:n] = src[:n] the first time, acc op= src after."""
@@ -208,12 +211,16 @@ class KernelReduce:
             lang.adds(self.acc, src, 0.0, n)
 
     def _load(self, base, n, w, gm_stride):
-        """n rows of w values, ``gm_stride`` apart in GM, into an input slot (rows row_stride apart);
-        returns the tile in the compute dtype."""
+        """n rows of w values, ``gm_stride`` apart in GM, into an input slot (rows row_stride apart):
+        one copy when the rows are contiguous on both sides, one strided copy (a burst a row,
+        DataCopyParams) when a row is whole 32-byte blocks, else a copy a row. Returns (the
+        slot, the tile in the compute dtype)."""
         t = self.t
         x = self.in_x.alloc_tensor(self.dtype)
         if w == t.row_stride == gm_stride or n == 1:
             copy_elements(x, self.x_gm[base:], (n - 1) * t.row_stride + w if n > 1 else w)
+        elif (w * self.dtype.itemsize) % BLOCK_BYTES == 0:
+            lang.data_copy_strided(x, self.x_gm[base:], n, w, src_stride=gm_stride, dst_stride=t.row_stride)
         else:
             for r in range(n):
                 copy_elements(x[r * t.row_stride:], self.x_gm[base + r * gm_stride:], w)
@@ -237,7 +244,7 @@ class KernelReduce:
         reduce_rows = lang.reduce_max_rows if t.op == "max" else lang.reduce_sum_rows
         started = False
         for q in range(self.red_count):
-            off_in, off_out, _ = self._outer_offsets(o, q)
+            off_in, off_out = self._outer_offsets(o, q)
             for c0 in range(0, t.cols, t.tile_cols):
                 w = min(t.tile_cols, t.cols - c0)
                 raw, x = self._load(off_in + r0 * t.cols + c0, n, w, t.cols)
@@ -259,7 +266,7 @@ class KernelReduce:
         rs = t.row_stride
         started = False
         for q in range(self.red_count):
-            off_in, off_out, _ = self._outer_offsets(o, q)
+            off_in, off_out = self._outer_offsets(o, q)
             for r0 in range(0, t.rows, t.tile_rows):
                 m = min(t.tile_rows, t.rows - r0)
                 raw, x = self._load(off_in + r0 * t.cols + c0, m, w, t.cols)
