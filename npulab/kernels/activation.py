@@ -21,6 +21,9 @@ What you learn here (lab 07):
   within 0.18 of the fp16 tolerance; ``compute_dtype="float32"`` is the widened path).
 * tiles: three queue slots and smaller tiles at both ends of a block (``ramp_tiles``) keep
   the copies ahead of the vector unit and shorten the pipeline's fill and drain.
+
+The same kernel runs the unary math of :mod:`npulab.kernels.unary` (Exp, Tanh, Erf, Pows, ...):
+their formulas join ``ACTIVATIONS``, and ``ActivationTiling.scalar`` carries Pows's exponent.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from ..errors import ArgumentError
 from ..kernels.activation import activation_tiling, launch_activation
 from ..kernels.unary import cast_tiling, check_cast, launch_cast, pow_plan
 from ..kernels.vector_base import check_float
-from .activation import _elementwise
+from .activation import elementwise_op
 from .registry import TensorSpec, dispatch, register
 
 #: op type -> (formula of kernels.unary, torch name, summary)
@@ -40,7 +40,7 @@ UNARY_OPS = {
     "Erf": ("erf", "erf", "y = erf(x), Ascend C's rational form on x clipped to +-3.92; fp16 (fp32 inside)/fp32"),
 }
 for _op, (_formula, _what, _summary) in UNARY_OPS.items():
-    register(_op, "math", summary=_summary, **_elementwise(_formula, _what))
+    register(_op, "math", summary=_summary, **elementwise_op(_formula, _what))
 
 
 def _pows_infer(specs, chip, exponent):
