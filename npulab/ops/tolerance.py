@@ -22,7 +22,9 @@ CANN's TBE SoftmaxV2 does on chips without an fp32 exp: its error bound, derived
 
 * float32: 1e-5 / 1e-5. Reductions sum in another order than the reference (a few fp32 ulps),
   and GELU's erf form uses a fitted polynomial for log(1 - Phi) whose worst error is a fraction
-  of this row (tests/kernels/test_activation.py checks it), which atol covers near zero.
+  of this row (tests/kernels/test_activation.py checks it), which atol covers near zero; so do
+  the composed unary ops of kernels.unary (Tanh, Sigmoid, and Erf, Ascend C's rational form:
+  under 0.05 of this row, tests/kernels/test_math_vector.py).
 * float16: 2e-3 / 2e-3: one fp16 ulp of the result, with a margin for values near zero.
 
 Cube unit rows (conv, matmul: the cube multiplies exactly and accumulates in fp32, int32 for
