@@ -160,7 +160,8 @@ def _strides(dims) -> list:
 
 
 class KernelReduce:
-    """One block of a reduction: its work items, each accumulating partials into UB."""
+    """One block of a reduction: its work items, each accumulating partials into UB (``acc``;
+    an AR item reduces each chunk into ``part`` first, an RA item folds the tile in place)."""
 
     def __init__(self, x, y, t: ReduceTiling):
         self.t, self.x_gm, self.y_gm = t, x, y
@@ -178,7 +179,8 @@ class KernelReduce:
         self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
         self.pipe.init_buffer(self.in_x, t.buffer_num, tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_y, t.buffer_num, round_up(out_len, 16) * self.dtype.itemsize)
-        bufs = [("acc", acc_len), ("part", acc_len)] + ([("x32", tile)] if self.wide else [])
+        bufs = [("acc", acc_len)] + ([("part", acc_len)] if t.kind == "ar" else []) + \
+            ([("x32", tile)] if self.wide else [])
         for name, n in bufs:
             b = TBuf(VECCALC, name)
             self.pipe.init_buffer(b, n * self.cdt.itemsize)
