@@ -8,10 +8,14 @@ optimised away).
   MatMul ending in GELU the 910B's FusedMatMul mix kernel where the chip has one;
   data moves that have no kernel here (Transpose, Concat, Slice, Split, Expand, Pad, TransData)
   are AI Core tasks costed as what they are on the chip, a DMA of their bytes in and out at
-  the rate the DRAM sustains, plus a launch (``estimated``);
-* **AiCpu**: ops no AI Core kernel here runs (GatherV2, Cumsum, comparisons, Select, the math a
-  kernel does not cover yet): as on the chip they run on the AI CPU, its ARM cores, at the cost
-  of the chip file's ``[aicpu]`` figures (a task start-up and a byte rate);
+  the rate the DRAM sustains, plus a launch (``estimated``); the framework-level math
+  (``VECTOR_MATH``: Sub, RealDiv, Maximum, Minimum, the unary math, ReduceSum/Mean/Max, Pow with
+  a scalar constant exponent as Pows, Cast between float16 and float32) runs on its vector
+  kernel when its operands are float16 or float32;
+* **AiCpu**: ops no AI Core kernel here runs (GatherV2, Cumsum, comparisons, Select, Range,
+  Fill, logical ops), and the vector math on operands its kernels do not take (integers,
+  bfloat16, a Pow with a tensor exponent): as on the chip they run on the AI CPU, its ARM
+  cores, at the cost of the chip file's ``[aicpu]`` figures (a task start-up and a byte rate);
 * **None**: relabels (Identity, Reshape, Flatten, Squeeze, Unsqueeze): the output is the input's
   bytes with another shape; no task runs.
 
@@ -37,11 +41,15 @@ from .types import Node
 RELABELS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
 #: data moves without a kernel here: an AI Core DMA of their bytes (TransposeD, ConcatD, ...)
 DATA_MOVES = ("Transpose", "Concat", "Slice", "Split", "Expand", "Pad", "TransData", "Cast")
-#: ops the AI CPU runs when no AI Core kernel is registered for them
+#: ops the AI CPU runs: no AI Core kernel here takes them
 AICPU_OPS = ("GatherV2", "Cumsum", "Select", "Range", "Fill", "Equal", "NotEqual", "Less", "LessEqual",
-             "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Sub", "RealDiv", "Pow",
-             "Maximum", "Minimum", "Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Abs", "Tanh",
-             "Sigmoid", "Erf", "ReduceSum", "ReduceMean", "ReduceMax")
+             "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot")
+#: framework-level math with a vector kernel of the same op type (Pow: Pows), for float16 and
+#: float32 operands; on other dtypes the AI CPU runs them
+VECTOR_MATH = ("Sub", "RealDiv", "Maximum", "Minimum", "Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal",
+               "Abs", "Tanh", "Sigmoid", "Erf", "ReduceSum", "ReduceMean", "ReduceMax", "Pow")
+#: the dtypes the vector kernels take
+VECTOR_FLOATS = ("float16", "float32")
 
 
 @dataclass
@@ -160,7 +168,50 @@ def _elementwise(g: Graph, node: Node, chip: ChipSpec) -> Task:
                 list(node.outputs), {})
 
 
-LOWERINGS = {"Conv2D": _conv2d, "MatMul": _matmul, "Add": _elementwise, "Mul": _elementwise}
+def _aicpu(g: Graph, node: Node) -> Task:
+    return Task(node.name, node.op_type, "AiCpu", None, [_operand(g, v) for v in node.inputs if v],
+                list(node.outputs), dict(node.attrs), _io_bytes(g, node))
+
+
+def _scalar_constant(g: Graph, value: str):
+    """The number a graph constant of one element holds, else None."""
+    a = g.constants.get(value)
+    if a is None or np.asarray(a).size != 1 or np.asarray(a).dtype.kind not in "iuf":
+        return None
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+def _vector_math(g: Graph, node: Node, chip: ChipSpec) -> Task:
+    """A VECTOR_MATH node on its vector kernel: the registry op of the same type with the
+    node's attributes (ReduceSum/Mean/Max: ``axes``, ``keep_dims``), operands as the graph
+    has them; a Pow whose exponent is a one-element constant is Pows with ``exponent`` (a
+    number) and x its only operand. Operands that are not float16 or float32, or a Pow with a
+    tensor exponent, go to the AI CPU."""
+    if any(g.type_of(v).dtype not in VECTOR_FLOATS for v in node.inputs if v):
+        return _aicpu(g, node)
+    if node.op_type == "Pow":
+        e = _scalar_constant(g, node.inputs[1])
+        if e is None or not np.isfinite(e):
+            return _aicpu(g, node)
+        return Task(node.name, node.op_type, "AiCore", "Pows", [_operand(g, node.inputs[0])], list(node.outputs),
+                    {"exponent": e})
+    return Task(node.name, node.op_type, "AiCore", node.op_type, [_operand(g, v) for v in node.inputs],
+                list(node.outputs), dict(node.attrs))
+
+
+def _cast(g: Graph, node: Node, chip: ChipSpec) -> Task:
+    """Cast between float16 and float32 on the vector kernel (``dst_type``); any other pair
+    (integers, bfloat16) stays a data move costed by its bytes."""
+    src, dst = g.type_of(node.inputs[0]).dtype, g.type_of(node.outputs[0]).dtype
+    if src in VECTOR_FLOATS and dst in VECTOR_FLOATS:
+        return Task(node.name, node.op_type, "AiCore", "Cast", [_operand(g, node.inputs[0])], list(node.outputs),
+                    {"dst_type": dst})
+    return Task(node.name, node.op_type, "AiCore", None, [_operand(g, v) for v in node.inputs if v],
+                list(node.outputs), dict(node.attrs), _io_bytes(g, node))
+
+
+LOWERINGS = {"Conv2D": _conv2d, "MatMul": _matmul, "Add": _elementwise, "Mul": _elementwise, "Cast": _cast,
+             **{op: _vector_math for op in VECTOR_MATH}}
 
 
 def lower_node(g: Graph, node: Node, chip) -> list[Task]:
@@ -181,8 +232,7 @@ def lower_node(g: Graph, node: Node, chip) -> list[Task]:
         return [Task(node.name, node.op_type, "AiCore", None, [_operand(g, v) for v in node.inputs if v],
                      list(node.outputs), dict(node.attrs), _io_bytes(g, node))]
     if node.op_type in AICPU_OPS:
-        return [Task(node.name, node.op_type, "AiCpu", None, [_operand(g, v) for v in node.inputs if v],
-                     list(node.outputs), dict(node.attrs), _io_bytes(g, node))]
+        return [_aicpu(g, node)]
     raise GraphError(f"{node.where()}: Op type not supported: {node.op_type}: no AI Core kernel and no "
                      f"AI CPU implementation")
 
@@ -207,4 +257,5 @@ def lower(g: Graph, chip) -> list[Task]:
     return tasks
 
 
-__all__ = ["Operand", "Task", "lower", "lower_node", "RELABELS", "DATA_MOVES", "AICPU_OPS", "LOWERINGS"]
+__all__ = ["Operand", "Task", "lower", "lower_node", "RELABELS", "DATA_MOVES", "AICPU_OPS", "VECTOR_MATH",
+           "LOWERINGS"]

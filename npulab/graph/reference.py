@@ -85,6 +85,12 @@ def _softmax(node, ins):
     return [golden.softmax(ins[0], node.attrs.get("dim", -1))]
 
 
+@reference("Pows")
+def _pows(node, ins):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return [np.power(_f(ins[0]), float(node.attrs["exponent"]))]     # a negative base, e not whole: NaN
+
+
 @reference("Select")
 def _select(node, ins):
     return [np.where(ins[0], _f(ins[1]), _f(ins[2]))]

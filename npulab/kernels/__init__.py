@@ -7,10 +7,12 @@ The vector unit:
 
 * :mod:`~.vector_base` (what every vector kernel shares: float dtypes, tail copies, the tiles of
   a block's pipeline, the launch) and :mod:`~.rows` (the row kernels' base);
-* :mod:`~.elementwise` (Add), :mod:`~.broadcast` (Add and Mul with broadcasting),
-  :mod:`~.activation` (ReLU, GELU in its erf and tanh forms, SiLU), :mod:`~.softmax` (SoftmaxV2,
-  any axis), :mod:`~.norm` (LayerNorm, RMSNorm, BatchNorm inference), :mod:`~.pooling` (MaxPool2d,
-  AvgPool2d, Pool+Scale).
+* :mod:`~.elementwise` (Add), :mod:`~.broadcast` (Add, Mul, Sub, RealDiv, Maximum, Minimum
+  with broadcasting), :mod:`~.activation` (ReLU, GELU in its erf and tanh forms, SiLU),
+  :mod:`~.unary` (Exp, Log, Sqrt, Rsqrt, Reciprocal, Abs, Neg, Tanh, Sigmoid, Erf, Pows on the
+  activation kernel; Cast), :mod:`~.reduce` (ReduceSum, ReduceMean, ReduceMax over any axes),
+  :mod:`~.softmax` (SoftmaxV2, any axis), :mod:`~.norm` (LayerNorm, RMSNorm, BatchNorm
+  inference), :mod:`~.pooling` (MaxPool2d, AvgPool2d, Pool+Scale).
 
 The cube, each family a package of problem, tiling, kernel and search:
 

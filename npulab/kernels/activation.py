@@ -21,6 +21,9 @@ What you learn here (lab 07):
   within 0.18 of the fp16 tolerance; ``compute_dtype="float32"`` is the widened path).
 * tiles: three queue slots and smaller tiles at both ends of a block (``ramp_tiles``) keep
   the copies ahead of the vector unit and shorten the pipeline's fill and drain.
+
+The same kernel runs the unary math of :mod:`npulab.kernels.unary` (Exp, Tanh, Erf, Pows, ...):
+their formulas join ``ACTIVATIONS``, and ``ActivationTiling.scalar`` carries Pows's exponent.
 """
 from __future__ import annotations
 
@@ -37,11 +40,15 @@ from ..lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx
 from ..lang import vector as V
 from ..lang.context import current
 from .tiling_data import Tiling
+from .unary import UNARY
 from .vector_base import BUFFER_NUM, TILES_PER_BLOCK, check_float, copy_elements, launch_vector, ramp_tiles
 
-ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu")
-WORK_TILES = {"relu": 0, "gelu_erf": 2, "gelu_tanh": 1, "silu": 1}    # fp32 scratch tiles
-WIDENS = {"relu": False, "gelu_erf": False, "gelu_tanh": False, "silu": True}   # fp16 default
+# the activations, then the unary math of kernels.unary (Exp, Tanh, Erf, Pows, ...): one kernel
+ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu") + tuple(UNARY)
+WORK_TILES = {"relu": 0, "gelu_erf": 2, "gelu_tanh": 1, "silu": 1,     # fp32 scratch tiles
+              **{k: u.work for k, u in UNARY.items()}}
+WIDENS = {"relu": False, "gelu_erf": False, "gelu_tanh": False, "silu": True,   # fp16 default
+          **{k: u.widens for k, u in UNARY.items()}}
 
 GELU_TANH_C = math.sqrt(2.0 / math.pi)
 GELU_TANH_K = 0.044715
@@ -73,7 +80,8 @@ def monic_tail_poly(e) -> tuple[float, tuple]:
 GELU_ERF_KAPPA, GELU_ERF_B = monic_tail_poly(GELU_ERF_E)
 GELU_ERF_KAPPA16, GELU_ERF_B16 = monic_tail_poly(GELU_ERF_E16)
 CONSTS = {"gelu_tanh": (-2.0 * GELU_TANH_C,),          # filled once a block, see KernelActivation
-          "gelu_erf": GELU_ERF_B[-2::-1]}              # B[d-2], ..., B[0]: the FusedMulAdd steps
+          "gelu_erf": GELU_ERF_B[-2::-1],              # B[d-2], ..., B[0]: the FusedMulAdd steps
+          **{k: u.consts for k, u in UNARY.items() if u.consts}}
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,12 @@ class ActivationTiling(Tiling):
     buffer_num: int
     compute_dtype: str = "float32"  # the dtype the formula runs in (see activation_tiling)
     ramp: int = 2       # small tiles at both ends of a block (norm.ramp_tiles)
+    scalar: float = 0.0  # the formula's number: Pows's exponent (kernels.unary)
 
 
 def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_num: int = BUFFER_NUM,
-                      tile: int | None = None, compute_dtype=None, ramp: int = 2) -> ActivationTiling:
+                      tile: int | None = None, compute_dtype=None, ramp: int = 2,
+                      scalar: float = 0.0) -> ActivationTiling:
     """Elements over the cores, then UB tiles of in + out slots (``buffer_num`` each) and the
     activation's scratch tiles (in ``compute_dtype``).
 
@@ -128,23 +138,25 @@ def activation_tiling(n: int, dtype, activation: str, chip=DEFAULT_CHIP, buffer_
         raise ShapeError(f"{activation}: tile={tile} must be a positive multiple of {per_block} "
                          f"elements and at most {fit} (what fits the UB)")
     return ActivationTiling(n, dt.name, activation, block_factor, block_dim, tile, buffer_num,
-                            cdt.name, int(ramp))
+                            cdt.name, int(ramp), float(scalar))
 
 
 class ActivationFormula:
     """The instructions of one activation, ``formula(dst, x, n)`` over n elements in UB (dst may
     be x), with its scratch tiles of ``tile`` elements of ``cdt`` and its constants (one repeat
     each, filled once a block) made in ``pipe``. The vector epilogue of any kernel runs it:
-    :class:`KernelActivation` here, the AIVs of the fused matmul (kernels.fused_matmul)."""
+    :class:`KernelActivation` here, the AIVs of the fused matmul (kernels.fused_matmul).
+    ``scalar``: the number a formula takes (Pows's exponent)."""
 
-    def __init__(self, pipe: TPipe, activation: str, cdt, tile: int):
-        self.activation, self.cdt = activation, np.dtype(cdt)
+    def __init__(self, pipe: TPipe, activation: str, cdt, tile: int, scalar: float = 0.0):
+        self.activation, self.cdt, self.scalar = activation, np.dtype(cdt), float(scalar)
         self.work = []
         for k in range(WORK_TILES[activation]):
             b = TBuf(VECCALC, f"work{k}")
             pipe.init_buffer(b, tile * self.cdt.itemsize)
             self.work.append(b.get(self.cdt))
-        self.fn = getattr(self, activation)
+        self.fn = (lambda dst, x, n: UNARY[activation].fn(self, dst, x, n)) if activation in UNARY \
+            else getattr(self, activation)
         consts = CONSTS.get(activation, ())
         if activation == "gelu_erf":
             self.kappa, self.poly = ((GELU_ERF_KAPPA16, GELU_ERF_B16) if self.cdt == np.float16
@@ -226,7 +238,7 @@ class KernelActivation:
         self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
         self.pipe.init_buffer(self.in_x, t.buffer_num, t.tile * self.dtype.itemsize)
         self.pipe.init_buffer(self.out_y, t.buffer_num, t.tile * self.dtype.itemsize)
-        self.fn = ActivationFormula(self.pipe, t.activation, self.cdt, t.tile)
+        self.fn = ActivationFormula(self.pipe, t.activation, self.cdt, t.tile, t.scalar)
         if self.wide:
             b = TBuf(VECCALC, f"work{WORK_TILES[t.activation]}")
             self.pipe.init_buffer(b, t.tile * self.cdt.itemsize)

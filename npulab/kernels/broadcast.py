@@ -1,4 +1,5 @@
-"""Elementwise Add and Mul with numpy/torch broadcasting, on the vector unit.
+"""Elementwise binary ops with numpy/torch broadcasting, on the vector unit: Add, Mul, Sub,
+RealDiv, Maximum, Minimum.
 
 What you learn here:
 
@@ -12,7 +13,11 @@ What you learn here:
   stride 0) or one value a row (``*_per_row``: Brcb); both ops commute, so the host orders the
   operands so that x is the fuller one. Only four block kinds remain:
   ``same`` (both full), ``col`` (y is one row), ``row`` (y is one value a row, also a scalar)
-  and ``outer`` (x is one row, y one value a row).
+  and ``outer`` (x is one row, y one value a row);
+* sub and div do not commute: when the host swapped their operands, the kernel first spreads
+  the broadcast operand over the tile (a zero fill and one per-row or per-column Add, exact),
+  then runs the op with the operands in their own order: two vector passes more, no rounding
+  more.
 """
 from __future__ import annotations
 
@@ -28,7 +33,14 @@ from ..lang import VECIN, VECOUT, Queue, TPipe, get_block_idx
 from .tiling_data import Tiling
 from .vector_base import check_float, copy_elements, launch_vector
 
-OPS = ("add", "mul")
+#: the kernel's ops: (whole tile, per-column operand, per-row operand) vector instructions
+OPS = {"add": (lang.add, lang.add_per_col, lang.add_per_row),
+       "mul": (lang.mul, lang.mul_per_col, lang.mul_per_row),
+       "sub": (lang.sub, lang.sub_per_col, lang.sub_per_row),
+       "div": (lang.div, lang.div_per_col, lang.div_per_row),
+       "max": (lang.max, lang.max_per_col, lang.max_per_row),
+       "min": (lang.min, lang.min_per_col, lang.min_per_row)}
+COMMUTE = ("add", "mul", "max", "min")
 
 
 def broadcast_shape(x_shape, y_shape, what: str = "broadcast") -> tuple:
@@ -41,7 +53,9 @@ def broadcast_shape(x_shape, y_shape, what: str = "broadcast") -> tuple:
 
 
 def check_broadcast(op: str, x_shape, x_dtype, y_shape, y_dtype) -> tuple:
-    """Validate the operands of ``op`` ("add" or "mul"); returns the output shape."""
+    """Validate the operands of ``op`` (a key of OPS); returns the output shape."""
+    if op not in OPS:
+        raise ShapeError(f"broadcast: op {op!r} is not one of {tuple(OPS)}")
     dt = check_float(op, "x", x_dtype)
     if np.dtype(y_dtype) != dt:
         raise ShapeError(f"{op}: x is {dt} and y is {np.dtype(y_dtype)}; both must be float16 or both float32")
@@ -66,7 +80,7 @@ def collapse(x_shape, y_shape, what: str = "broadcast"):
             dims.append([o, *f])
     if not dims:
         dims = [[1, True, True]]
-    # make x the fuller operand in the last two dims (add and mul commute)
+    # make x the fuller operand in the last two dims (the kernel undoes it for sub and div)
     inner = dims[-2:]
     swapped = sum(d[2] for d in inner) > sum(d[1] for d in inner) or \
         (sum(d[2] for d in inner) == sum(d[1] for d in inner) and not inner[-1][1])
@@ -97,7 +111,7 @@ class BroadcastTiling(Tiling):
 def broadcast_tiling(op: str, x_shape, x_dtype, y_shape, y_dtype, chip=DEFAULT_CHIP, buffer_num: int = 2,
                      min_tiles: int = 4) -> BroadcastTiling:
     chip = get_chip(chip)
-    what = {"add": "add", "mul": "mul"}[op]
+    what = op
     check_broadcast(what, x_shape, x_dtype, y_shape, y_dtype)
     dt = np.dtype(x_dtype)
     out, dims, swapped = collapse(x_shape, y_shape, what)
@@ -194,8 +208,7 @@ class KernelBroadcast:
 
     def process(self):
         t = self.t
-        fn = {"add": (lang.add, lang.add_per_col, lang.add_per_row),
-              "mul": (lang.mul, lang.mul_per_col, lang.mul_per_row)}[t.op]
+        fn = OPS[t.op]
         for k in range(self.first, self.first + self.count):
             if t.kind == "same" and len(t.dims) == 1:
                 c0 = k * t.tile_cols
@@ -221,24 +234,38 @@ class KernelBroadcast:
             self.in_y.enque(y)
             x, y = self.in_x.deque(), self.in_y.deque()
             z = self.out_z.alloc_tensor(self.dtype)
-            rs = t.row_stride
-            span = (n - 1) * rs + w
-            if t.kind == "same":
-                fn[0](z, x, y, span)
-            elif t.kind == "col":
-                fn[1](z, x, y, n, w, rs)
-            elif t.kind == "row":
-                fn[2](z, x, y, n, w, rs)
-            else:                                                  # z = x (one row) op y (a value a row)
-                lang.duplicate(z, 0.0 if t.op == "add" else 1.0, span)
-                fn[1](z, z, x, n, w, rs)
-                fn[2](z, z, y, n, w, rs)
+            self.compute(fn, z, x, y, n, w)
             self.in_x.free_tensor(x)
             self.in_y.free_tensor(y)
             self.out_z.enque(z)
             z = self.out_z.deque()
             self._store(z, zb, n, w)
             self.out_z.free_tensor(z)
+
+    def compute(self, fn, z, x, y, n, w):
+        """z = x op y over a tile of n rows of w elements (rows ``row_stride`` apart)."""
+        t = self.t
+        rs = t.row_stride
+        span = (n - 1) * rs + w
+        if t.swapped and t.op not in COMMUTE:
+            # z = y op x with y broadcast: spread y over z (0 + y, exact), then z = z op x
+            lang.duplicate(z, 0.0, span)
+            spread = lang.add_per_col if t.kind == "col" else lang.add_per_row
+            spread(z, z, y, n, w, rs)
+            if t.kind == "outer":                                  # z = y (a value a row) op x (one row)
+                fn[1](z, z, x, n, w, rs)
+            else:
+                fn[0](z, z, x, span)
+        elif t.kind == "same":
+            fn[0](z, x, y, span)
+        elif t.kind == "col":
+            fn[1](z, x, y, n, w, rs)
+        elif t.kind == "row":
+            fn[2](z, x, y, n, w, rs)
+        else:                                                      # z = x (one row) op y (a value a row)
+            lang.duplicate(z, 0.0, span)
+            lang.add_per_col(z, z, x, n, w, rs)
+            fn[2](z, z, y, n, w, rs)
 
     def _store(self, z, base, n, w):
         t = self.t

@@ -29,9 +29,9 @@ from . import vector_rows  # noqa: F401 (npulab.lang.vector_rows: the 2-D forms)
 from .vector import (abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, min, mins, mul, muls,
                      reciprocal, reduce_max, reduce_sum, relu, sqrt, sub)
 from .vector import fused_mul_add, fused_mul_add_const, gather, mul_add_dst
-from .vector_rows import (add_per_col, add_per_row, div_per_row, fused_mul_add_per_col, fused_mul_add_per_row,
-                          max_per_col, mul_per_col, mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col,
-                          sub_per_row)
+from .vector_rows import (add_per_col, add_per_row, div_per_col, div_per_row, fused_mul_add_per_col,
+                          fused_mul_add_per_row, max_per_col, max_per_row, min_per_col, min_per_row, mul_per_col,
+                          mul_per_row, reduce_max_rows, reduce_sum_rows, sub_per_col, sub_per_row)
 
 __all__ = [
     "get_block_idx", "get_block_num", "running_chip", "data_copy", "data_copy_pad", "LaunchResult", "launch",
@@ -44,6 +44,7 @@ __all__ = [
     "data_copy_nz2nd", "output_path",
     "reduce_sum_rows", "reduce_max_rows", "add_per_row", "sub_per_row", "mul_per_row", "div_per_row",
     "add_per_col", "sub_per_col", "mul_per_col", "max_per_col", "gather",
+    "div_per_col", "max_per_row", "min_per_row", "min_per_col",
     "fused_mul_add", "fused_mul_add_const", "mul_add_dst", "fused_mul_add_per_row", "fused_mul_add_per_col",
 ]
 from .mix import (cross_core_set_flag, cross_core_wait_flag, get_sub_block_idx, get_sub_block_num,  # noqa: E402

@@ -201,7 +201,8 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: str = "rint", count: in
                  "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5)}[round_mode]
             info = np.iinfo(dst.dtype)
             x = np.clip(r(x.astype(np.float64)), info.min, info.max)   # saturate, as the hardware does
-        dst.numpy()[:n] = x.astype(dst.dtype)
+        with np.errstate(over="ignore"):          # fp32 beyond the fp16 range becomes +-inf
+            dst.numpy()[:n] = x.astype(dst.dtype)
     _issue("cast", Op.VEC_CAST, dst, [src], n, builtins.max(dst.itemsize, src.itemsize))
 
 

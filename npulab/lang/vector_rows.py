@@ -215,6 +215,12 @@ add_per_col = _binary_bcast("add_per_col", np.add, "col")
 sub_per_col = _binary_bcast("sub_per_col", np.subtract, "col")
 mul_per_col = _binary_bcast("mul_per_col", np.multiply, "col")
 max_per_col = _binary_bcast("max_per_col", np.maximum, "col")
+# the rest of the binary set (Ascend C's Div, Max, Min take the same BinaryRepeatParams), for
+# the broadcasting RealDiv, Maximum and Minimum of kernels.broadcast
+div_per_col = _binary_bcast("div_per_col", np.divide, "col", slow=True)
+max_per_row = _binary_bcast("max_per_row", np.maximum, "row")
+min_per_row = _binary_bcast("min_per_row", np.minimum, "row")
+min_per_col = _binary_bcast("min_per_col", np.minimum, "col")
 
 
 def _binary_rows(what, fn):
@@ -243,6 +249,7 @@ def _binary_rows(what, fn):
 
 add_rows = _binary_rows("add_rows", np.add)
 mul_rows = _binary_rows("mul_rows", np.multiply)
+max_rows = _binary_rows("max_rows", np.maximum)     # a ReduceMax folding rows onto rows
 
 
 def mul_add_dst_rows(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, rows: int, cols: int,

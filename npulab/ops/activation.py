@@ -19,9 +19,10 @@ from .args import is_int
 from .registry import TensorSpec, dispatch, register
 
 
-def _elementwise(activation, what):
-    """The tiling, run and shape inference of an element-wise activation (``what``: the torch
-    name errors use)."""
+def elementwise_op(activation, what):
+    """The tiling, run and shape inference of an element-wise op on the activation kernel
+    (``activation``: one of kernels.activation.ACTIVATIONS, the unary math of ops.unary
+    included; ``what``: the torch name errors use)."""
     def infer(specs, chip):
         (x,) = specs
         check_float(what, "input", x.dtype)
@@ -36,11 +37,11 @@ def _elementwise(activation, what):
     return dict(tiling=tiling, run=run, inputs=("x",), infer=infer)
 
 
-register("Relu", "activation", summary="y = max(x, 0); fp16/fp32", **_elementwise("relu", "relu"))
+register("Relu", "activation", summary="y = max(x, 0); fp16/fp32", **elementwise_op("relu", "relu"))
 register("Swish", "activation", summary="y = x * sigmoid(x) (SiLU); fp16 (fp32 inside)/fp32",
-         **_elementwise("silu", "silu"))
-register("SiLU", "activation", summary="alias of Swish", **_elementwise("silu", "silu"))
-_GELU = {"none": _elementwise("gelu_erf", "gelu"), "tanh": _elementwise("gelu_tanh", "gelu")}
+         **elementwise_op("silu", "silu"))
+register("SiLU", "activation", summary="alias of Swish", **elementwise_op("silu", "silu"))
+_GELU = {"none": elementwise_op("gelu_erf", "gelu"), "tanh": elementwise_op("gelu_tanh", "gelu")}
 
 
 def check_approximate(approximate, what="gelu"):

@@ -1,9 +1,9 @@
-"""Element-wise math on the vector unit (CANN's ops-math family): Add and Mul, with numpy/torch
-broadcasting.
+"""Element-wise binary math on the vector unit (CANN's ops-math family), with numpy/torch
+broadcasting: add, mul, sub, div, maximum, minimum.
 
-Op types: "Add" (same shape: the lab-02 kernel, bit-exact), "AddBroadcast" and "Mul" (any
-shapes that broadcast; :mod:`npulab.kernels.broadcast`). ``add`` picks "Add" when the shapes
-match and "AddBroadcast" otherwise.
+Op types: "Add" (same shape: the lab-02 kernel, bit-exact), "AddBroadcast", "Mul", "Sub",
+"RealDiv", "Maximum" and "Minimum" (any shapes that broadcast; :mod:`npulab.kernels.broadcast`).
+``add`` picks "Add" when the shapes match and "AddBroadcast" otherwise.
 
 A Python number (or a 0-d array) with an array takes the array's dtype, as torch's type
 promotion does for a scalar with a tensor: ``add(x_fp16, 2.0)`` is float16. The scalar is
@@ -59,6 +59,12 @@ def _bcast(op):
 
 register("AddBroadcast", "math", summary="z = x + y with numpy/torch broadcasting, fp16/fp32", **_bcast("add"))
 register("Mul", "math", summary="z = x * y with numpy/torch broadcasting, fp16/fp32", **_bcast("mul"))
+register("Sub", "math", summary="z = x - y with numpy/torch broadcasting, fp16/fp32", **_bcast("sub"))
+register("RealDiv", "math", summary="z = x / y with numpy/torch broadcasting, fp16/fp32", **_bcast("div"))
+register("Maximum", "math", summary="z = max(x, y) with numpy/torch broadcasting (NaN wins), fp16/fp32",
+         **_bcast("max"))
+register("Minimum", "math", summary="z = min(x, y) with numpy/torch broadcasting (NaN wins), fp16/fp32",
+         **_bcast("min"))
 
 
 def _like(scalar: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -92,6 +98,34 @@ def add(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = Fa
 def mul(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
     """z = x * y with numpy/torch broadcasting (both fp16 or both fp32; a Python number or 0-d
     array takes the other operand's dtype). With ``return_trace`` returns (z, trace)."""
+    return _binary("Mul", x, y, chip, buffer_num, return_trace)
+
+
+def _binary(op_type, x, y, chip, buffer_num, return_trace):
     x, y = _operands(x, y)
-    z, trace = dispatch("Mul", x, y, chip=chip, buffer_num=buffer_num)
+    z, trace = dispatch(op_type, x, y, chip=chip, buffer_num=buffer_num)
     return (z, trace) if return_trace else z
+
+
+def sub(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
+    """z = x - y (``torch.sub``) with numpy/torch broadcasting (both fp16 or both fp32; a Python
+    number or 0-d array takes the other operand's dtype). With ``return_trace`` returns (z, trace)."""
+    return _binary("Sub", x, y, chip, buffer_num, return_trace)
+
+
+def div(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
+    """z = x / y (``torch.div``, true division: CANN's RealDiv) with numpy/torch broadcasting;
+    x / 0 is +-inf and 0 / 0 NaN, as in IEEE arithmetic."""
+    return _binary("RealDiv", x, y, chip, buffer_num, return_trace)
+
+
+def maximum(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
+    """z = max(x, y) elementwise (``torch.maximum``: a NaN in either operand gives NaN), with
+    numpy/torch broadcasting."""
+    return _binary("Maximum", x, y, chip, buffer_num, return_trace)
+
+
+def minimum(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
+    """z = min(x, y) elementwise (``torch.minimum``: a NaN in either operand gives NaN), with
+    numpy/torch broadcasting."""
+    return _binary("Minimum", x, y, chip, buffer_num, return_trace)

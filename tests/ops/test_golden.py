@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import npulab.ops as ops
-from npulab.errors import NpuError, ShapeError
+from npulab.errors import ArgumentError, NpuError, ShapeError
 from npulab.ops import golden as G
 from npulab.ops.tolerance import OP_UNIT
 from fixtures import bias_for, positive, rand
@@ -70,6 +70,51 @@ def test_a_python_number_takes_the_arrays_dtype_first(dtype):
     check(G.add(x, 0.1), T(x) + rounded)
     check(G.mul(0.1, x), rounded * T(x))
     assert not np.array_equal(G.add(x, 0.1), T(x).numpy() + 0.1)     # the rounding shows
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("xs, ys", [((5, 7), (5, 7)), ((3, 1, 17), (4, 1)), ((6,), ()), ((), (2, 3))])
+@pytest.mark.parametrize("op", ["sub", "div", "maximum", "minimum"])
+def test_the_other_binary_ops_broadcast_as_torch(op, xs, ys, dtype):
+    x, y = rand(xs, dtype, f"{op}x{xs}", 3.0), rand(ys, dtype, f"{op}y{ys}", 3.0)
+    check(getattr(G, op)(x, y), getattr(torch, op)(T(x), T(y)))
+
+
+UNARY = ["exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "tanh", "sigmoid", "erf"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_math_matches_torch(name, dtype):
+    x = rand((4, 17, 3), dtype, f"{name}u", 3.0)
+    if name in ("log", "sqrt", "rsqrt"):
+        x = np.abs(x)
+    check(getattr(G, name)(x), getattr(torch, name)(T(x)), F64_TAIL)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -2, 0.5, -0.5, 1.7])
+def test_pow_with_a_number_matches_torch(exponent, dtype):
+    x = rand((33,), dtype, "pow", 2.0)
+    if not float(exponent).is_integer():
+        x = np.abs(x)
+    check(G.pow(x, exponent), torch.pow(T(x), exponent))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), ((0, 2), True), (-1, True), ([1, 2], False)])
+@pytest.mark.parametrize("name", ["sum", "mean", "amax"])
+def test_reductions_match_torch(name, dim, keepdim, dtype):
+    x = rand((3, 5, 7), dtype, f"{name}red", 2.0)
+    theirs = getattr(torch, name)
+    want = (theirs(T(x)) if dim is None else theirs(T(x), dim=dim, keepdim=keepdim)) if name != "amax" else \
+        torch.amax(T(x), dim=() if dim is None else dim, keepdim=keepdim)
+    check(G.__dict__[name](x, dim, keepdim), want)
+
+
+def test_cast_is_the_value_itself():
+    x = rand((9,), np.float32, "cast")
+    check(G.cast(x, np.float16), T(x))
 
 
 ACTIVATIONS = {
@@ -346,6 +391,10 @@ REFUSED = [
     (lambda: G.max_pool2d(X4[0], 2), r"\(N, C, H, W\)"),
     (lambda: G.avg_pool2d(X4, 2, divisor_override=3), "divisor_override"),
     (lambda: G.avg_pool2d_scale(X4, 2, "big"), "scale must be a number"),
+    (lambda: G.sub(np.zeros((2, 3)), np.zeros((4,))), "do not broadcast"),
+    (lambda: G.cast(X4, "int8"), "not float16 or float32"),
+    (lambda: G.sum(X4, dim=7), "out of range"),
+    (lambda: G.mean(X4, dim="h"), "dim must be"),
     (lambda: G.matmul(np.zeros((3, 4)), np.zeros((5, 6))), "inner dimensions"),
     (lambda: G.matmul(np.zeros((3, 4), np.int8), np.zeros((4, 6), np.float16)), "both must be integers"),
     (lambda: G.matmul(np.zeros((3, 4), np.int8), np.zeros((4, 6), np.int8), bias=np.zeros(6)), "integer bias"),
@@ -384,7 +433,7 @@ def _parameters(fn):
 
 
 def test_every_operator_has_a_golden_and_a_unit():
-    assert len(OPERATORS) == 20
+    assert len(OPERATORS) == 39
     assert sorted(G.__all__) == OPERATORS
     assert sorted(OP_UNIT) == OPERATORS
 
@@ -393,3 +442,12 @@ def test_every_operator_has_a_golden_and_a_unit():
 def test_golden_signature_is_the_operators_without_the_simulator_keywords(name):
     assert _parameters(getattr(G, name)) == _parameters(getattr(ops, name))
     assert not SIMULATOR_KEYWORDS & set(inspect.signature(getattr(G, name)).parameters)
+
+
+@pytest.mark.parametrize("fn", [G.pow, ops.pow], ids=["golden", "operator"])
+def test_pow_refuses_a_negative_base_with_a_non_integer_exponent(fn):
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    with pytest.raises(ArgumentError, match="not an integer") as err:
+        fn(x, 0.5)
+    assert isinstance(err.value, NpuError)
+    check(G.pow(x, 3), T(x) ** 3)                   # an integer exponent takes any base

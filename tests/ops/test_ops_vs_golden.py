@@ -34,6 +34,24 @@ def _cases():
             for act in ("relu", "silu", "gelu"):
                 yield act, (x,), {}, f"{act}-{shape}-{n}"
             yield "gelu", (x, "tanh"), {}, f"gelu-tanh-{shape}-{n}"
+        for op in ("sub", "div", "maximum", "minimum"):
+            yield op, (rand((3, 50), dt, op + "1"), positive(50, dt, op + "2")), {}, f"{op}-row-{n}"
+            yield op, (positive((2, 5, 1), dt, op + "3"), rand((2, 1, 33), dt, op + "4")), {}, f"{op}-outer-{n}"
+            yield op, (positive((3, 1), dt, op + "5"), rand((3, 50), dt, op + "6")), {}, f"{op}-swapped-{n}"
+            yield op, (1.5, positive(19, dt, op + "7")), {}, f"{op}-scalar-{n}"
+        for shape in [(37,), (2, 5, 33)]:
+            x, p = rand(shape, dt, f"un{shape}", 2.0), positive(shape, dt, f"unp{shape}")
+            for op in ("exp", "abs", "neg", "tanh", "sigmoid", "erf"):
+                yield op, (x,), {}, f"{op}-{shape}-{n}"
+            for op in ("log", "sqrt", "rsqrt", "reciprocal"):
+                yield op, (p,), {}, f"{op}-{shape}-{n}"
+            for e in (2, 3, -2, 0.5, 1.7):
+                yield "pow", (x if e in (2, 3) else p, e), {}, f"pow-{e}-{shape}-{n}"
+            yield "cast", (x, F32 if dt == F16 else F16), {}, f"cast-{shape}-{n}"
+        for op in ("sum", "mean", "amax"):
+            yield op, (rand((2, 3, 5, 7), dt, op + "r1"),), {"dim": (2, 3)}, f"{op}-hw-{n}"
+            yield op, (rand((2, 3, 5, 7), dt, op + "r2"), (0, 2), True), {}, f"{op}-keepdim-{n}"
+            yield op, (rand((37, 3), dt, op + "r3"),), {}, f"{op}-all-{n}"
         for shape, dim in [((37,), 0), ((3, 50), -1), ((2, 5, 33), 1)]:
             yield "softmax", (rand(shape, dt, f"sm{shape}", 3.0), dim), {}, f"softmax-{shape}-{dim}-{n}"
         yield "layer_norm", (rand((3, 50), dt, "ln1", 2.0), 50, rand(50, dt, "ln2"), rand(50, dt, "ln3")), {}, \

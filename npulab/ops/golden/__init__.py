@@ -24,6 +24,8 @@ module         goldens
 =============  ======================================================================
 ``arith``      (helpers) float64 and exact int64 operands, the FixPipe epilogue
 ``vector``     add, mul, relu, gelu, silu, softmax
+``math``       sub, div, maximum, minimum, exp, log, sqrt, rsqrt, reciprocal, abs, neg,
+               tanh, sigmoid, erf, pow, cast, sum, mean, amax
 ``norm``       layer_norm, rms_norm, batch_norm
 ``pooling``    max_pool2d, avg_pool2d, avg_pool2d_scale
 ``matmul``     matmul, batch_matmul, linear, fused_matmul
@@ -33,6 +35,8 @@ module         goldens
 from __future__ import annotations
 
 from .conv import conv2d, conv2d_bn_relu, conv3d, conv_transpose2d
+from .math import (abs, amax, cast, div, erf, exp, log, maximum, mean, minimum, neg, pow,  # noqa: A004
+                   reciprocal, rsqrt, sigmoid, sqrt, sub, sum, tanh)
 from .matmul import batch_matmul, fused_matmul, linear, matmul
 from .norm import batch_norm, layer_norm, rms_norm
 from .pooling import avg_pool2d, avg_pool2d_scale, max_pool2d
@@ -40,4 +44,6 @@ from .vector import add, gelu, mul, relu, silu, softmax
 
 __all__ = ["add", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
            "max_pool2d", "avg_pool2d", "avg_pool2d_scale", "matmul", "batch_matmul", "conv2d", "conv3d",
-           "conv_transpose2d", "conv2d_bn_relu", "linear", "fused_matmul"]
+           "conv_transpose2d", "conv2d_bn_relu", "linear", "fused_matmul", "sub", "div", "maximum", "minimum", "exp",
+           "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "tanh", "sigmoid", "erf", "pow", "cast", "sum",
+           "mean", "amax"]
