@@ -336,11 +336,17 @@ def load_chip(path: str | Path) -> ChipSpec:
         raise ChipFileError(f"{origin}: not a text file (a chip file is TOML, UTF-8)") from None
     except OSError as exc:
         raise ChipFileError(f"{origin}: cannot be read: {exc.strerror or exc}") from None
+    return chip_from_toml(text, origin, str(path))
+
+
+def chip_from_toml(text: str, origin: str = "chip text", source: str = "") -> ChipSpec:
+    """A chip from the text of a chip file (what :func:`load_chip` reads; an offline model
+    carries the text of the chip it was compiled for). ``origin`` opens every error message."""
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ChipFileError(f"{origin}: not valid TOML: {exc}") from None
-    spec = ChipSpec(**_check_fields(ChipSpec, table, "", origin), source=str(path))
+    spec = ChipSpec(**_check_fields(ChipSpec, table, "", origin), source=source)
     if spec.arch not in _ARCHS:
         raise ChipFileError(f"{origin}: field 'arch' must be one of {_ARCHS}, got {spec.arch!r}")
     if spec.cube.output_path not in OUTPUT_PATHS:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..chips import get_chip
 from ..errors import ArgumentError
-from ..graph import zoo
+from ..graph import passes, zoo
 from ..graph.compile import BuildOptions, compile_graph
 from ..runtime.model import Executor
 
@@ -50,18 +50,17 @@ OPTIMISED = Build(True, True, True, True, True)
 OPTIMISATIONS = ("fusion", "tiling", "double_buffering", "static_memory", "small_channel")
 
 
-def _passes(build: Build):
-    """The pass pipeline of a build (all of GE's fusion passes, or none)."""
+def _passes(build: Build, chip):
+    """The pass pipeline of a build (all of GE's passes, or none)."""
     if not build.fusion:
         return None
-    from ..graph import passes
-    return lambda g: passes.optimize(g)[0]
+    return lambda g: passes.optimize(g, chip=chip)[0]
 
 
 def run_build(graph, chip, build: Build, iterations: int = 1) -> dict:
     """Compile ``graph`` as ``build`` says and time it: the figures of one build."""
     t0 = time.perf_counter()
-    cm = compile_graph(graph, chip, passes=_passes(build), options=build.options())
+    cm = compile_graph(graph, chip, passes=_passes(build, chip), options=build.options())
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     ex = Executor(cm)

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..chips import ChipSpec, get_chip
-from ..errors import ArgumentError, GraphError
+from ..chips import ChipSpec, chip_from_toml, chip_names, get_chip
+from ..errors import ArgumentError, GraphError, NpuError, OfflineModelError
 from ..kernels import search
 from ..ops import registry
+from . import offline, serial
 from .ir import Graph
 from .lower import Task, lower
 
@@ -119,6 +121,59 @@ class CompiledModel:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+# -- the offline model file --------------------------------------------------------------------
+FORMAT = "npulab offline model"
+
+
+def _chip_text(chip: ChipSpec) -> str:
+    """The text of the chip file ``chip`` came from (an offline model carries it)."""
+    if not chip.source:
+        raise GraphError(f"chip '{chip.name}' has no chip file to store in the model (it was not read from one)")
+    return Path(chip.source).read_text(encoding="utf-8")
+
+
+def _chip_of(name: str, text: str) -> ChipSpec:
+    """The chip an offline model names: the built-in one when its file is the same text, else
+    the chip of the stored text."""
+    if name in chip_names():
+        builtin = get_chip(name)
+        if _chip_text(builtin) == text:
+            return builtin
+    return chip_from_toml(text, f"the chip file stored in the model ('{name}')")
+
+
+def save_model(model: "CompiledModel", path) -> Path:
+    """Write ``model`` as one offline model file (:mod:`npulab.graph.offline`): the graph, its
+    tasks with their tiles, the chip file it was compiled for, the report; the constants in the
+    ``.npz``. Never pickled."""
+    doc, arrays = serial.to_json(model.graph)
+    manifest = {"format": FORMAT, "name": model.name,
+                "chip": {"name": model.chip.name, "toml": _chip_text(model.chip)},
+                "graph": doc, "tasks": [t.to_json() for t in model.tasks],
+                "plan": None if model.plan is None else model.plan.to_json(),
+                "report": json.loads(json.dumps(model.report))}
+    return offline.write(path, manifest, arrays)
+
+
+def load_model(path) -> "CompiledModel":
+    """Read an offline model file written by :func:`save_model` (any damage is an
+    OfflineModelError from :func:`npulab.graph.offline.read`; a file of another kind or a
+    malformed manifest too)."""
+    manifest, arrays = offline.read(path)
+    if manifest.get("format") != FORMAT:
+        raise OfflineModelError(f"offline model '{path}': its manifest is a {manifest.get('format')!r}, "
+                                f"expected {FORMAT!r}")
+    try:
+        chip = _chip_of(manifest["chip"]["name"], manifest["chip"]["toml"])
+        graph = serial.from_json(manifest["graph"], arrays)
+        tasks = [Task.from_json(t) for t in manifest["tasks"]]
+        plan = None
+        report = dict(manifest["report"])
+    except (KeyError, TypeError, ValueError, NpuError) as exc:
+        raise OfflineModelError(f"offline model '{path}': the manifest is malformed: {exc}") from None
+    return CompiledModel(graph, chip, tasks, report, plan)
+
+
 def task_specs(task: Task) -> list:
     """The kernel's input specs (shape, dtype) of an AI Core task, in its operand order."""
     return [registry.TensorSpec(tuple(o.shape), np.dtype(o.dtype)) for o in task.operands if o is not None]
@@ -189,4 +244,4 @@ def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = Bu
     return CompiledModel(g, chip, tasks, report)
 
 
-__all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "launch_attrs", "pick_tilings", "task_key", "task_specs"]
+__all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "launch_attrs", "load_model", "save_model", "pick_tilings", "task_key", "task_specs"]

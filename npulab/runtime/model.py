@@ -30,16 +30,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..chips import ChipSpec
-from ..errors import ArgumentError, GraphError
+from ..errors import ArgumentError, DeviceMemoryError, GraphError
 from ..graph import reference
-from ..graph.compile import CompiledModel, launch_attrs, task_key
+from ..graph.compile import CompiledModel, launch_attrs, load_model, task_key
 from ..graph.lower import Task
 from ..ops import registry
+from .copy import copy_us
+from .device import Device
 
 MODES = ("functional", "timing")
 #: the model process's tracks in the Chrome trace (thread ids)
-MODEL_TRACKS = {"AiCore": 0, "AiCpu": 1, "DataMove": 2}
-TRACK_LABELS = {"AiCore": "AI Core tasks", "AiCpu": "AI CPU tasks", "DataMove": "data moves (DMA)"}
+MODEL_TRACKS = {"AiCore": 0, "AiCpu": 1, "DataMove": 2, "Memcpy": 3}
+TRACK_LABELS = {"AiCore": "AI Core tasks", "AiCpu": "AI CPU tasks", "DataMove": "data moves (DMA)",
+                "Memcpy": "host <-> device copies (aclrtMemcpy)"}
 
 
 @dataclass
@@ -48,7 +51,7 @@ class OpRecord:
     launch's trace for an AI Core kernel (None for AI CPU tasks and data moves)."""
     name: str
     op_type: str
-    engine: str          # "AiCore", "AiCpu" or "DataMove"
+    engine: str          # "AiCore", "AiCpu", "DataMove" or "Memcpy"
     kernel: str | None
     start_us: float
     dur_us: float
@@ -149,8 +152,7 @@ class ModelTrace:
 def _data_move_cycles(chip: ChipSpec, nbytes: int) -> float:
     """A DMA of ``nbytes`` (read and written) through device memory at the rate it sustains,
     after a launch."""
-    rate = chip.memory.gm_bytes_per_cycle * chip.memory.gm_efficiency
-    return chip.launch.launch_cycles + nbytes / rate
+    return chip.launch.launch_cycles + nbytes / chip.gm_sustained_bytes_per_cycle
 
 
 def _kernel_input(value: np.ndarray, operand) -> np.ndarray:
@@ -236,6 +238,98 @@ class Executor:
         return {v: values[v] for v in m.graph.outputs}, trace
 
 
+class Model:
+    """A compiled model loaded on a device (pyACL's ``acl.mdl.load_from_file`` gives its id):
+    its weights in device memory and, when its plan is static, one arena of the planned peak
+    for every intermediate, allocated once at load as GE does; :meth:`execute` copies the inputs
+    host to device, runs the tasks and copies the outputs back, each copy on the trace."""
+
+    def __init__(self, compiled: CompiledModel, device: Device | None = None):
+        self.compiled = compiled
+        self.device = device if device is not None else Device(compiled.chip, 0)
+        if self.device.chip != compiled.chip:
+            raise ArgumentError(f"model '{compiled.name}' was compiled for {compiled.chip.name} "
+                                f"(--soc_version); device {self.device.device_id} is a {self.device.chip.name}: "
+                                f"compile it again for that chip")
+        self.executor = Executor(compiled)
+        self.buffers: list = []
+        self._place()
+
+    @property
+    def name(self) -> str:
+        return self.compiled.name
+
+    def memory(self) -> dict:
+        """Bytes the model holds on its device: weights, the static arena (0 when dynamic)."""
+        plan, g = self.compiled.plan, self.compiled.graph
+        weights = plan.weights_bytes if plan is not None else sum(int(a.nbytes) for a in g.constants.values())
+        arena = plan.peak if plan is not None and plan.mode.static else 0
+        return {"weights_bytes": int(weights), "arena_bytes": int(arena)}
+
+    def _place(self) -> None:
+        need = self.memory()
+        plan = self.compiled.plan
+        try:
+            for what in ("weights_bytes", "arena_bytes"):
+                if need[what]:
+                    self.buffers.append(self.device.malloc(need[what], "HUGE_FIRST"))
+        except DeviceMemoryError as exc:
+            self.unload()
+            peak = f"a planned peak of {plan.peak:,} bytes of intermediates" if plan is not None else "its intermediates"
+            raise DeviceMemoryError(
+                f"model '{self.name}' does not fit device {self.device.device_id} ({self.device.chip.name}, "
+                f"{self.device.chip.memory.gm_bytes:,} bytes): it needs {need['weights_bytes']:,} bytes of weights "
+                f"and {peak}. Compile it for a smaller batch, or recompute activations rather than keep "
+                f"them. ({exc})") from None
+
+    def unload(self) -> None:
+        """aclmdlUnload: give the model's device memory back."""
+        for ptr in self.buffers:
+            self.device.free(ptr)
+        self.buffers = []
+
+    def npu(self, chip=None, device_id: int = 0) -> "Model":
+        """The model on device ``device_id`` (a new Device of ``chip``, default the model's);
+        its memory on this device is given back."""
+        self.unload()
+        return Model(self.compiled, Device(chip if chip is not None else self.compiled.chip, device_id))
+
+    def _copies(self, kind: str, arrays: dict, t: float) -> list[OpRecord]:
+        out = []
+        for name, a in arrays.items():
+            us = copy_us(self.device.chip, kind, int(a.nbytes))
+            out.append(OpRecord(f"{kind.lower()} {name}", "Memcpy", "Memcpy", None, t, us))
+            t += us
+        return out
+
+    def execute(self, inputs: dict | None, mode: str = "functional") -> tuple[dict | None, ModelTrace]:
+        """aclmdlExecute: the inputs in, the outputs out, and the run's trace (the copies in and
+        out on their own track). Timing mode takes ``inputs=None`` (the copies sized from the
+        graph's input types)."""
+        g = self.compiled.graph
+        if mode == "timing" and inputs is None:
+            shaped = {v: np.broadcast_to(np.zeros((), g.type_of(v).dtype), g.type_of(v).shape) for v in g.inputs}
+        else:
+            shaped = _checked_feeds(self.compiled, inputs)
+        outs, trace = self.executor.run(shaped if mode == "functional" else None, mode)
+        copy_in = self._copies("HOST_TO_DEVICE", shaped, 0.0)
+        shift = copy_in[-1].end_us if copy_in else 0.0
+        for r in trace.records:
+            r.start_us += shift
+        end = trace.latency_us
+        results = outs if outs is not None else {v: np.broadcast_to(np.zeros((), g.type_of(v).dtype),
+                                                                   g.type_of(v).shape) for v in g.outputs}
+        copy_out = self._copies("DEVICE_TO_HOST", results, end)
+        trace.records = copy_in + trace.records + copy_out
+        return outs, trace
+
+
+def load_from_file(path, device: Device | None = None) -> Model:
+    """aclmdlLoadFromFile: an offline model file on ``device`` (default: device 0 of the chip it
+    was compiled for)."""
+    return Model(load_model(path), device)
+
+
 def _checked_feeds(model: CompiledModel, feeds) -> dict:
     g = model.graph
     if not isinstance(feeds, dict):
@@ -258,4 +352,4 @@ def _checked_feeds(model: CompiledModel, feeds) -> dict:
     return out
 
 
-__all__ = ["Executor", "ModelTrace", "OpRecord", "MODES"]
+__all__ = ["Executor", "Model", "ModelTrace", "OpRecord", "MODES", "load_from_file"]

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from npulab import GraphError
-from npulab.errors import ArgumentError
-from npulab.graph import reference, zoo
-from npulab.graph.compile import compile_graph
+from npulab.errors import ArgumentError, DeviceMemoryError, OfflineModelError
+from npulab.graph import offline, reference, serial, zoo
+from npulab.graph.compile import compile_graph, load_model, save_model
 from npulab.ops.tolerance import tol
-from npulab.runtime.model import Executor
+from npulab.runtime import Device
+from npulab.runtime.model import Executor, Model, load_from_file
 
 SMALL = dict(batch=1, image=32, num_classes=10, seed=0, widths=(8, 16, 16, 16), blocks=(1, 2, 1, 1))
 
@@ -101,3 +102,66 @@ def test_bad_feeds_name_what_was_expected(small):
         ex.run({g.inputs[0]: np.zeros((2, 3, 32, 32), np.float32)}, "functional")
     with pytest.raises(ArgumentError, match="mode must be"):
         ex.run(None, "fast")
+
+
+# -- the offline model file and the loaded model ----------------------------------------------
+def test_an_offline_model_round_trips_and_runs_the_same(small, tmp_path):
+    path = save_model(small, tmp_path / "resnet.om")
+    back = load_model(path)
+    assert back.chip is small.chip                         # the built-in chip, recognised by its file
+    assert [t.to_json() for t in back.tasks] == [t.to_json() for t in small.tasks]
+    same = [json.dumps(serial.to_json(m.graph)[0], sort_keys=True) for m in (back, small)]
+    assert same[0] == same[1] and back.report == small.report
+    g = small.graph
+    x = _image(g)
+    a, _ = Executor(small).run({g.inputs[0]: x}, "functional")
+    b, _ = load_from_file(path).execute({g.inputs[0]: x})
+    for name in g.outputs:
+        np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_a_loaded_model_holds_its_memory_and_copies_in_and_out(small, tmp_path):
+    dev = Device("910", 3)
+    free0, total = dev.get_mem_info()
+    m = load_from_file(save_model(small, tmp_path / "m.om"), dev)
+    need = m.memory()
+    assert need["weights_bytes"] == sum(a.nbytes for a in small.graph.constants.values())
+    assert free0 - dev.get_mem_info()[0] >= need["weights_bytes"]
+    _, t = m.execute(None, "timing")
+    copies = [r for r in t.records if r.engine == "Memcpy"]
+    assert [r.op_type for r in copies] == ["Memcpy"] * 2
+    assert copies[0].start_us == 0 and copies[-1].end_us == pytest.approx(t.latency_us)
+    assert t.records[1].start_us == pytest.approx(copies[0].end_us)
+    m.unload()
+    assert dev.get_mem_info()[0] == free0
+
+
+def test_a_model_that_does_not_fit_names_its_needs_and_the_fixes(small):
+    dev = Device("910", 0)
+    free, _ = dev.get_mem_info()
+    hog = dev.malloc(free - 64 * 1024)                      # leave 64 KB: the weights do not fit
+    with pytest.raises(DeviceMemoryError, match="smaller batch") as exc:
+        Model(small, dev)
+    assert "weights" in str(exc.value) and "910" in str(exc.value)
+    dev.free(hog)
+    Model(small, dev).unload()                              # nothing was kept from the failed load
+
+
+def test_a_model_runs_only_on_the_chip_it_was_compiled_for(small):
+    with pytest.raises(ArgumentError, match="compiled for 910"):
+        Model(small, Device("910b", 0))
+    m = Model(small).npu(device_id=2)
+    assert m.device.device_id == 2 and m.device.chip is small.chip
+
+
+def test_a_damaged_or_foreign_model_file_is_refused(small, tmp_path):
+    path = save_model(small, tmp_path / "m.om")
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    bad = tmp_path / "bad.om"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(OfflineModelError):
+        load_from_file(bad)
+    other = offline.write(tmp_path / "other.om", {"format": "something else"}, {})
+    with pytest.raises(OfflineModelError, match="expected 'npulab offline model'"):
+        load_model(other)
