@@ -6,7 +6,7 @@ import json
 import sys
 
 from .chips import chips, get_chip
-from .errors import NpuError
+from .errors import ArgumentError, NpuError
 from .sim.cost import full_load_watts
 
 
@@ -69,6 +69,17 @@ def _info(args) -> int:
 
 
 def _bench(args) -> int:
+    if args.model is not None:
+        if args.what is not None:
+            raise ArgumentError(f"bench: give either a benchmark ({args.what}) or --model, not both")
+        from .bench.model import bench_model, format_model
+        result = bench_model(args.model, args.batch_size, args.iterations, args.chip or "910",
+                             ablation=not args.no_ablation, seq_len=args.seq_len)
+        print(json.dumps(result, indent=1) if args.json else format_model(result))
+        return 0
+    if args.what is None:
+        raise ArgumentError("bench: name a benchmark (sim, kernels, widgets, calibrate) or give --model "
+                            "resnet50|bert-base|gpt2")
     if args.what == "widgets":
         from .bench.widgets import bench_widgets
         result = bench_widgets()
@@ -147,8 +158,15 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_info)
     p = sub.add_parser("bench", help="benchmarks, as JSON")
-    p.add_argument("what", choices=["sim", "kernels", "widgets", "calibrate"])
+    p.add_argument("what", nargs="?", choices=["sim", "kernels", "widgets", "calibrate"])
     p.add_argument("--json", action="store_true")
+    p.add_argument("--model", choices=["resnet50", "bert-base", "gpt2"],
+                   help="a whole network, naive and optimised builds (as the seeds' benchmark.py --model)")
+    p.add_argument("--batch-size", type=_positive, default=1, help="bench --model: the batch")
+    p.add_argument("--iterations", type=_positive, default=1, help="bench --model: inference runs of each build")
+    p.add_argument("--chip", help="bench --model: the chip (default 910)")
+    p.add_argument("--seq-len", type=_positive, help="bench --model: BERT / GPT-2 sequence length (default 128)")
+    p.add_argument("--no-ablation", action="store_true", help="bench --model: skip the one-optimisation builds")
     p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
     p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")

@@ -27,8 +27,8 @@ from ..graph.compile import BuildOptions, compile_graph
 from ..runtime.model import Executor
 
 #: the models and their zoo names and default inputs
-MODELS = {"resnet50": ("resnet50", {}), "bert-base": ("bert-base", {"seq_len": 128}),
-          "gpt2": ("gpt2", {"seq_len": 128})}
+MODELS = {"resnet50": ("resnet50", {}), "bert-base": ("bert-base", {"seq": 128}),
+          "gpt2": ("gpt2", {"seq": 128})}
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ def bench_model(model: str, batch_size: int = 1, iterations: int = 1, chip="910"
     if model not in MODELS:
         raise ArgumentError(f"bench --model: no model {model!r}; models are {', '.join(MODELS)}")
     name, config = MODELS[model]
-    if seq_len is not None and "seq_len" in config:
-        config = dict(config, seq_len=seq_len)
+    if seq_len is not None and "seq" in config:
+        config = dict(config, seq=seq_len)
     chip = get_chip(chip)
     t0 = time.perf_counter()
     graph = zoo.build(name, batch=batch_size, dtype="float16", **config).infer()
@@ -97,7 +97,7 @@ def bench_model(model: str, batch_size: int = 1, iterations: int = 1, chip="910"
     opt = run_build(graph, chip, OPTIMISED, iterations)
     warm = run_build(graph, chip, OPTIMISED, 1)              # the same compile, its tilings cached
     out = {"model": model, "chip": chip.name, "batch_size": batch_size, "iterations": iterations,
-           "dtype": "float16", **({"seq_len": config["seq_len"]} if "seq_len" in config else {}),
+           "dtype": "float16", **({"seq_len": config["seq"]} if "seq" in config else {}),
            "naive": naive, "optimised": opt, "speedup": naive["latency_ms"] / opt["latency_ms"],
            "build_graph_s": build_s, "compile_s": opt["compile_s"], "compile_warm_s": warm["compile_s"],
            "simulate_s": opt["simulate_s"]}
