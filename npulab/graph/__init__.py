@@ -7,10 +7,12 @@
   ReduceMean, GatherV2, Select, Slice, ...);
 * :mod:`~.reference`: the reference executor, each op's meaning in numpy (the goldens for kernel
   ops), the oracle of importers, passes and compiled models;
-* :mod:`~.serial`: a graph as JSON plus ``.npz``.
+* :mod:`~.serial`: a graph as JSON plus ``.npz``;
+* :mod:`~.memory`: the static memory plan (liveness, in-place reuse, alignment, the static and
+  dynamic modes), its offset planners in :mod:`~.offsets`.
 
 Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the fusion passes and
-their switch file, the static memory plan and the compile step to an offline model (the ATC
+their switch file and the compile step to an offline model (the ATC
 analog); the runtime that loads and runs it is :mod:`npulab.runtime`.
 """
 from .ir import Graph

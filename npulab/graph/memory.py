@@ -121,10 +121,7 @@ def resolve_mode(mode=None) -> MemoryMode:
         raw = os.environ.get(ENV, "").strip()
         source = f"environment variable {ENV}" if raw else "default"
         mode = raw or 0
-    try:
-        value = int(mode) if not isinstance(mode, bool) and str(mode).strip().isdigit() else None
-    except (TypeError, ValueError):
-        value = None
+    value = int(mode) if not isinstance(mode, bool) and str(mode).strip().isdigit() else None
     if value not in (0, 1, 2, 3, 4):
         raise ArgumentError(f"memory mode {mode!r} ({source}): expected 0 (dynamic, the default), 2, 3 "
                             f"or 4 (static), or 1 (taken as 2), as GE_USE_STATIC_MEMORY takes")
@@ -220,7 +217,7 @@ def liveness(graph: Graph, scratch: dict | None = None, inplace: bool = True,
             done.append((node.name, out, v))
     buffers = []
     for r, vals in members.items():
-        nbytes = graph.type_of(r).nbytes
+        nbytes = max(graph.type_of(m).nbytes for m in vals)     # (equal, by the in-place rule)
         end = n if any(m in outputs for m in vals) else max(max(last.get(m, produced[m]) for m in vals),
                                                             max(produced[m] for m in vals)) + 1
         buffers.append(Buffer(r, produced[r], end, nbytes, round_up(nbytes, alignment), list(vals)))
