@@ -154,10 +154,10 @@ class Liveness:
     region: dict              # every value -> "input", "weights" or "feature"
 
 
-def _inplace_victim(g: Graph, node, i: int, root: dict, members: dict, last: dict, outputs: set,
-                    taken: set):
+def _inplace_victim(g: Graph, node, i: int, root: dict, members: dict, last: dict, outputs: set):
     """The input whose buffer ``node``'s output may overwrite (the rule in the module docstring),
-    as (buffer root, input value), or None."""
+    as (buffer root, input value), or None. An element-wise op has one output, so an input is
+    taken over once at most."""
     if node.op_type not in ELEMENTWISE or len(node.outputs) != 1:
         return None
     want = g.type_of(node.outputs[0]).nbytes
@@ -166,12 +166,24 @@ def _inplace_victim(g: Graph, node, i: int, root: dict, members: dict, last: dic
         if not v or (allowed is not None and k not in allowed):
             continue
         r = root.get(v, v)
-        if r not in members or r in taken or g.type_of(v).nbytes != want:
-            continue                     # a graph input or weight (read-only), taken, or resized
+        if r not in members or g.type_of(v).nbytes != want:
+            continue                     # a graph input or a weight (read-only), or another size
         if any(m in outputs or last.get(m, -1) > i for m in members[r]):
             continue                     # still read later, or a graph output
         return r, v
     return None
+
+
+def _last_reads(graph: Graph) -> tuple[dict, dict]:
+    """({value: step that writes it}, {value: last step that reads it})."""
+    produced, last = {}, {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v:
+                last[v] = i
+        for v in node.outputs:
+            produced[v] = i
+    return produced, last
 
 
 def liveness(graph: Graph, scratch: dict | None = None, inplace: bool = True,
@@ -182,44 +194,29 @@ def liveness(graph: Graph, scratch: dict | None = None, inplace: bool = True,
     inplace: apply the in-place rules; alignment: bytes each size is rounded up to."""
     if alignment < 1:
         raise ArgumentError(f"memory plan: alignment={alignment} must be a whole number of bytes >= 1")
-    n = len(graph.nodes)
+    n, outputs = len(graph.nodes), set(graph.outputs)
+    produced, last = _last_reads(graph)
     region = {v: "input" for v in graph.inputs} | {v: "weights" for v in graph.constants}
-    produced, last = {}, {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            if v:
-                last[v] = i
-        for v in node.outputs:
-            produced[v] = i
-    outputs = set(graph.outputs)
-    root, members, aliases, done, taken_at = {}, {}, {}, [], {}
+    root, members, aliases, done = {}, {}, {}, []      # value -> its buffer's first value, ...
     for i, node in enumerate(graph.nodes):
         if node.op_type in RELABELS:
-            src = node.inputs[0]
-            r = root.get(src, src)
-            root[node.outputs[0]] = r
-            aliases[node.outputs[0]] = src
-            region[node.outputs[0]] = region.get(r, "feature")
-            if r in members:                 # (a relabel of a graph input or weight stays there)
-                members[r].append(node.outputs[0])
+            out, src = node.outputs[0], node.inputs[0]
+            root[out], aliases[out] = root.get(src, src), src
+            region[out] = region.get(root[out], "feature")
+            if root[out] in members:     # (a relabel of a graph input or a weight stays there)
+                members[root[out]].append(out)
             continue
-        taken = taken_at.setdefault(i, set())
         for out in node.outputs:
             region[out] = "feature"
-            victim = _inplace_victim(graph, node, i, root, members, last, outputs, taken) if inplace else None
-            if victim is None:
-                root[out], members[out] = out, [out]
-                continue
-            r, v = victim
-            taken.add(r)
-            root[out] = r
-            members[r].append(out)
-            done.append((node.name, out, v))
+            victim = _inplace_victim(graph, node, i, root, members, last, outputs) if inplace else None
+            root[out] = victim[0] if victim else out
+            members.setdefault(root[out], []).append(out)
+            if victim:
+                done.append((node.name, out, victim[1]))
     buffers = []
     for r, vals in members.items():
         nbytes = max(graph.type_of(m).nbytes for m in vals)     # (equal, by the in-place rule)
-        end = n if any(m in outputs for m in vals) else max(max(last.get(m, produced[m]) for m in vals),
-                                                            max(produced[m] for m in vals)) + 1
+        end = n if outputs.intersection(vals) else max(last.get(m, produced[m]) for m in vals) + 1
         buffers.append(Buffer(r, produced[r], end, nbytes, round_up(nbytes, alignment), list(vals)))
     for i, node in enumerate(graph.nodes):
         for name, nbytes, kind in (scratch or {}).get(node.name, []):
@@ -362,7 +359,7 @@ class MemoryPlan:
                  f"  planner {self.planner}, sizes aligned to {self.alignment} B, {self.steps} steps"]
         lines += [f"  {label:<22} {fmt_bytes(v):>10}   {note}" for label, v, note in rows]
         lines.append(f"  {kinds.count('tensor')} buffers hold {len(self.offsets)} values: {len(self.inplace)} "
-                     f"written in place, {len(self.aliases)} relabels ({shared} values share a buffer); "
+                     f"written in place, {len(self.aliases)} relabels ({shared} reuse the bytes of another); "
                      f"{kinds.count('workspace')} workspaces, {kinds.count('internal')} tensors inside a node")
         return "\n".join(lines)
 
@@ -371,13 +368,27 @@ class MemoryPlan:
                 f"peak {fmt_bytes(self.peak)} of {fmt_bytes(self.total_bytes)})")
 
 
-def _weights(graph: Graph, alignment: int) -> tuple[dict, int]:
-    """Each constant's offset in the weights region (end to end, aligned) and its size."""
+def _weights(graph: Graph, live: Liveness, alignment: int) -> tuple[dict, int]:
+    """Each constant's offset in the weights region (end to end, aligned; a relabel of one at
+    its offset) and the region's size."""
     offsets, top = {}, 0
-    for name, array in graph.constants.items():
+    for name in graph.constants:
         offsets[name] = top
         top += round_up(graph.type_of(name).nbytes, alignment)
+    for v in live.aliases:
+        if live.region[v] == "weights":
+            src = v
+            while src in live.aliases:
+                src = live.aliases[src]
+            offsets[v] = offsets[src]
     return offsets, top
+
+
+def _without_reuse(graph: Graph, live: Liveness, alignment: int) -> int:
+    """Bytes with every written tensor and every scratch in its own memory (relabels write none)."""
+    tensors = [m for b in live.buffers if b.kind == "tensor" for m in b.values if m not in live.aliases]
+    return (sum(round_up(graph.type_of(m).nbytes, alignment) for m in tensors) +
+            sum(b.size for b in live.buffers if b.kind != "tensor"))
 
 
 def plan_memory(graph: Graph, chip=None, *, planner: str = "best_fit", mode=None, inplace: bool = True,
@@ -392,32 +403,23 @@ def plan_memory(graph: Graph, chip=None, *, planner: str = "best_fit", mode=None
         raise ArgumentError(f"memory plan: planner {planner!r} is not one of {', '.join(PLANNERS)}")
     memory_mode = resolve_mode(mode)
     graph.validate()
-    scratch = node_scratch(graph, chip) if chip is not None else None
-    live = liveness(graph, scratch, inplace, alignment)
+    live = liveness(graph, node_scratch(graph, chip) if chip is not None else None, inplace, alignment)
     blocks = [Block(b.name, b.start, b.end, b.size) for b in live.buffers if b.size > 0]
-    if memory_mode.static:
-        offsets = PLANNERS[planner](blocks, limit) if planner == "optimal" else PLANNERS[planner](blocks)
-        name = planner
-    else:
+    if not memory_mode.static:
         offsets, name = first_fit(blocks), "first_fit at run time (nothing planned)"
+    elif planner == "optimal":
+        offsets, name = PLANNERS[planner](blocks, limit), planner
+    else:
+        offsets, name = PLANNERS[planner](blocks), planner
     placements = [Placement(b.name, b.start, b.end, offsets.get(b.name, 0), b.size, tuple(b.values), b.kind)
                   for b in live.buffers]
-    bound = max_live(blocks)
-    span = top_edge(blocks, offsets)
-    weights, weights_bytes = _weights(graph, alignment)
-    for v, src in live.aliases.items():
-        if live.region[v] == "weights":
-            r = src
-            while r in live.aliases:
-                r = live.aliases[r]
-            weights[v] = weights[r]
-    feature = {m: offsets.get(live.buffer_of[m], 0) for b in live.buffers if b.kind == "tensor" for m in b.values}
+    feature = {m: offsets.get(b.name, 0) for b in live.buffers if b.kind == "tensor" for m in b.values}
+    weights, weights_bytes = _weights(graph, live, alignment)
+    bound, span = max_live(blocks), top_edge(blocks, offsets)
     return MemoryPlan(graph.name, memory_mode, name, alignment, live.steps, placements, feature, weights,
                       weights_bytes, sum(graph.type_of(v).nbytes for v in graph.inputs),
-                      sum(b.size for b in live.buffers if b.kind != "tensor") +
-                      sum(round_up(graph.type_of(m).nbytes, alignment) for b in live.buffers
-                          if b.kind == "tensor" for m in b.values if m not in live.aliases),
-                      bound, span if memory_mode.static else bound, span, live.inplace, live.aliases,
+                      _without_reuse(graph, live, alignment), bound,
+                      span if memory_mode.static else bound, span, live.inplace, live.aliases,
                       tuple(v for v, where in live.region.items() if where == "input"))
 
 

@@ -194,19 +194,16 @@ def test_the_exact_planner_equals_brute_force_on_small_random_graphs():
 
 def test_the_exact_planner_equals_brute_force_on_random_lifetimes():
     rng = np.random.default_rng(7)
-    strictly_better = 0
     for _ in range(60):
         blocks = random_blocks(rng, int(rng.integers(2, 7)))
         offsets = optimal(blocks)
         assert peak(blocks, offsets) == brute_force(blocks)
         heuristic = min(peak(blocks, best_fit(blocks)), peak(blocks, greedy_by_size(blocks)))
         assert max_live(blocks) <= peak(blocks, offsets) <= heuristic
-        strictly_better += peak(blocks, offsets) < heuristic
         for i, a in enumerate(blocks):       # a valid assignment, checked here
             for b in blocks[i + 1:]:
                 if meets(a, b):
                     assert offsets[a.name] + a.size <= offsets[b.name] or offsets[b.name] + b.size <= offsets[a.name]
-    print(f"\nthe exact planner beat both heuristics on {strictly_better} of 60 random sets")
 
 
 def test_a_known_case_where_best_fit_fragments_and_the_optimum_does_not():
@@ -216,6 +213,18 @@ def test_a_known_case_where_best_fit_fragments_and_the_optimum_does_not():
     blocks = [Block("a", 0, 2, u), Block("b", 0, 4, u), Block("c", 1, 3, u), Block("d", 3, 5, 2 * u)]
     assert peak(blocks, best_fit(blocks)) == 4 * u        # a, b, c stacked; d above them
     assert peak(blocks, optimal(blocks)) == max_live(blocks) == 3 * u
+
+
+def test_a_known_case_where_both_heuristics_lose_a_unit():
+    # b (3 units) dies after step 0; a (2) lives on; c and d (2 each) come at step 1. Both
+    # heuristics set a right on top of b, which leaves 3 units below a for c and d's 4; the
+    # optimum leaves a unit free above b, so a sits at 4 and c, d fill 0..4 once b is gone
+    u = MEM_ALIGN
+    blocks = [Block("a", 0, 3, 2 * u), Block("b", 0, 1, 3 * u), Block("c", 1, 2, 2 * u), Block("d", 1, 3, 2 * u)]
+    assert peak(blocks, best_fit(blocks)) == peak(blocks, greedy_by_size(blocks)) == 7 * u
+    offsets = optimal(blocks)
+    assert peak(blocks, offsets) == max_live(blocks) == brute_force(blocks) == 6 * u
+    assert offsets["a"] == 4 * u
 
 
 def test_the_exact_planner_refuses_beyond_its_limit():
