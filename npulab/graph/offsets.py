@@ -15,8 +15,9 @@ Three planners, from fast to exact:
   into the smallest gap that fits among the blocks it meets in time, else on top. This is how an
   allocator walking the graph reuses freed memory: GE's BlockMemAssigner walks the nodes in
   topological order and gives an output a freed block it fits (hicann/ge
-  ``compiler/graph/build/memory/block_mem_assigner.cc``, ``CanReuseBySize``), TFLite's arena
-  planner places each tensor in the smallest fitting gap in execution order;
+  ``compiler/graph/build/memory/block_mem_assigner.cc``, ``CanReuseBySize``), and TFLite's
+  arena takes the smallest gap between the allocations whose lifetimes meet the new tensor's
+  (tensorflow ``lite/simple_memory_arena.cc``, ``SimpleMemoryArena::Allocate``);
 * :func:`greedy_by_size`: the same gap search, the blocks taken largest first (TFLite's "greedy
   by size", tensorflow ``lite/delegates/gpu/common/memory_management/greedy_by_size_assignment.cc``):
   the big tensors settle first and the small ones fill the holes;
