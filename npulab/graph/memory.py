@@ -16,7 +16,8 @@ How it is planned, step by step:
    tensor lives from the step that writes it to the last step that reads it, both included: the
    half-open ``[write, last read + 1)``; a graph output lives to the end, a tensor nobody reads
    for its own step. Two tensors whose lifetimes meet may not share a byte.
-2. **In-place reuse** (``inplace=True``), two rules, each as GE applies it:
+2. **In-place reuse** (``inplace=True``), two rules after GE's (which takes the second only for
+   ops that declare they can run in place; npulab takes it for every op of :data:`ELEMENTWISE`):
 
    * a *relabel* (Identity, Reshape, Flatten, Squeeze, Unsqueeze: :data:`~.lower.RELABELS`)
      writes nothing: its output *is* its input's bytes under another shape, one buffer;
@@ -40,7 +41,7 @@ How it is planned, step by step:
    each into the smallest gap that fits), ``greedy_by_size`` (largest first) or ``optimal``
    (exact, small graphs).
 
-Static or dynamic, as GE_USE_STATIC_MEMORY chooses (data/FACTS.md; the vendor's page says 0
+Static or dynamic, as GE_USE_STATIC_MEMORY chooses (data/FACTS.md, source S10: 0
 allocates dynamically by actual size, 2 expands static-shape memory, 3 dynamic-shape memory, 4
 both, 1 is treated as 2): here ``NPULAB_STATIC_MEMORY`` or the ``mode`` argument
 (:func:`resolve_mode`).
@@ -49,7 +50,7 @@ both, 1 is treated as 2): here ``NPULAB_STATIC_MEMORY`` or the ``mode`` argument
   :attr:`MemoryPlan.peak` bytes and every tensor's address is fixed. npulab's graphs have static
   shapes, so the three give the same plan; what tells them apart on the real stack (growing one
   arena across a session's graphs, dynamic-shape graphs) has no counterpart here;
-* **dynamic** (0, the default): nothing is planned. The runtime asks its allocator for each
+* **dynamic** (0, the default), as npulab models it: nothing is planned. The runtime asks its allocator for each
   tensor when its node writes it and gives it back after its last read. The bytes held at the
   worst step are the lower bound (the plan's :attr:`~MemoryPlan.peak`), but where they sit is
   the allocator's affair: here it takes the lowest free address (first fit), and the highest
