@@ -81,6 +81,11 @@ class GraphError(NpuError, ValueError):
     op type no schema knows, inputs an op cannot take. The message names the node."""
 
 
+class PlanError(NpuError, RuntimeError):
+    """A memory plan breaks its rule: two tensors live at the same time on common bytes, or an
+    offset or size off the plan's alignment. The message names the tensors and their bytes."""
+
+
 class UnsupportedOpError(NpuError, NotImplementedError):
     """No kernel is registered for an op type (message begins ``Op type not supported:``)."""
 

@@ -9,10 +9,15 @@
   ops), the oracle of importers, passes and compiled models;
 * :mod:`~.serial`: a graph as JSON plus ``.npz``;
 * :mod:`~.passes`: the optimisation passes (GE's graph fusion, UB fusion and graph passes by
-  their switch-file names), the fusion switch file and :func:`~.passes.optimize`.
+  their switch-file names), the fusion switch file and :func:`~.passes.optimize`;
+* :mod:`~.memory`: the static memory plan (liveness, in-place reuse, alignment, the static and
+  dynamic modes), its offset planners in :mod:`~.offsets`;
+* :mod:`~.zoo`: ResNet-50, BERT-base and GPT-2 small with seeded weights and torch's names;
+* :mod:`~.compile`: the compile step (ATC's analog: passes, lowering, tilings, memory plan) and
+  the offline model file it writes (:mod:`~.offline`).
 
-Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the static memory plan and the compile step to an offline model (the ATC
-analog); the runtime that loads and runs it is :mod:`npulab.runtime`.
+Next here (issue 16): the importers (torch.export, ONNX). The runtime that loads and runs a
+compiled model is :mod:`npulab.runtime`.
 """
 from .ir import Graph
 from .types import DTYPES, FORMATS, Node, TensorType

@@ -2,8 +2,8 @@
 y, from any list of (name, start, end, offset, size). Overlapping rectangles are a bug in a plan
 (two live tensors on the same bytes); the highest top edge is the memory the plan needs.
 
-Used for the buffer log of a launch (``trace.allocations``) now, and for the graph memory
-planner later.
+Used for the buffer log of a launch (``trace.allocations``) and for a graph's memory plan
+(:meth:`npulab.graph.memory.MemoryPlan.tensors`, steps along x).
 """
 from __future__ import annotations
 

@@ -52,6 +52,12 @@ class FusedMatmulTiling(Tiling):
         """fp16 elements of the GM workspace: WS_SLOTS tiles for every AI core."""
         return self.block_dim * WS_SLOTS * self.slot_elems
 
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of GM workspace the kernel needs beside its operands, the figure a graph's
+        memory plan reserves for the task while it runs (the op's workspace size in GE)."""
+        return self.workspace_elems * np.dtype(np.float16).itemsize
+
 
 def ub_demand(activation: str, chunk_rows: int, ws_stride: int, buffer_num: int, repeat_bytes: int) -> int:
     """UB bytes an AIV needs: input and output queue slots of fp16 chunks, and the formula's."""
