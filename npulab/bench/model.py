@@ -42,7 +42,7 @@ class Build:
 
     def options(self) -> BuildOptions:
         return BuildOptions(tiling="searched" if self.tiling else "seed", buffers=2 if self.double_buffering else 1,
-                            small_channel=self.small_channel)
+                            small_channel=self.small_channel, memory_mode=2 if self.static_memory else 0)
 
 
 NAIVE = Build()

@@ -33,7 +33,7 @@ from ..chips import ChipSpec, chip_from_toml, chip_names, get_chip
 from ..errors import ArgumentError, GraphError, NpuError, OfflineModelError
 from ..kernels import search
 from ..ops import registry
-from . import offline, serial
+from . import memory, offline, serial
 from .ir import Graph
 from .lower import Task, lower
 
@@ -53,10 +53,13 @@ class BuildOptions:
     or "seed" (the seeds' fixed tilings, :data:`SEED_MATMUL` and the conv's plain tile);
     buffers: 2 (double buffering wherever a kernel takes a buffer count) or 1 (single);
     small_channel: ATC's ``--enable_small_channel 1``: a stem conv of at most 4 input channels
-    runs in the C04 formats (off by default, as in ATC)."""
+    runs in the C04 formats (off by default, as in ATC); memory_mode: GE_USE_STATIC_MEMORY's
+    value (0 dynamic, 1 to 4 static: :func:`npulab.graph.memory.resolve_mode`), None to read
+    ``NPULAB_STATIC_MEMORY``."""
     tiling: str = "searched"
     buffers: int = 2
     small_channel: bool = False
+    memory_mode: int | None = None
 
     def __post_init__(self):
         if self.tiling not in ("searched", "seed"):
@@ -116,6 +119,8 @@ class CompiledModel:
                 ("nodes", f"{r['nodes_before']} before the passes, {r['nodes_after']} after"),
                 ("tasks", ", ".join(f"{n} {e}" for e, n in r["engines"].items())),
                 ("tilings", f"{r['tilings']} distinct"),
+                ("memory", f"{r['feature_bytes']:,} B of intermediates planned (their sum {r['intermediate_bytes']:,} B), "
+                           f"{r['weights_bytes']:,} B of weights; {r['memory_mode']}"),
                 ("compile", f"{r['compile_s']:.2f} s")]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -167,7 +172,7 @@ def load_model(path) -> "CompiledModel":
         chip = _chip_of(manifest["chip"]["name"], manifest["chip"]["toml"])
         graph = serial.from_json(manifest["graph"], arrays)
         tasks = [Task.from_json(t) for t in manifest["tasks"]]
-        plan = None
+        plan = None if manifest["plan"] is None else memory.MemoryPlan.from_json(manifest["plan"])
         report = dict(manifest["report"])
     except (KeyError, TypeError, ValueError, NpuError) as exc:
         raise OfflineModelError(f"offline model '{path}': the manifest is malformed: {exc}") from None
@@ -236,12 +241,15 @@ def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = Bu
     tasks = lower(g, chip)
     apply_options(tasks, chip, options)
     distinct = pick_tilings(tasks, chip, progress, options)
+    plan = memory.plan_memory(g, chip, mode=options.memory_mode)
     engines: dict[str, int] = {}
     for t in tasks:
         engines[t.engine] = engines.get(t.engine, 0) + 1
     report = {"options": options.to_json(), "nodes_before": nodes_before, "nodes_after": len(g.nodes), "engines": engines,
-              "tilings": distinct, "compile_s": time.perf_counter() - t0}
-    return CompiledModel(g, chip, tasks, report)
+              "tilings": distinct, "memory_mode": str(plan.mode), "feature_bytes": plan.peak,
+              "intermediate_bytes": plan.total_bytes, "weights_bytes": plan.weights_bytes,
+              "compile_s": time.perf_counter() - t0}
+    return CompiledModel(g, chip, tasks, report, plan)
 
 
 __all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "launch_attrs", "load_model", "save_model", "pick_tilings", "task_key", "task_specs"]

@@ -65,6 +65,8 @@ both, 1 is treated as 2): here ``NPULAB_STATIC_MEMORY`` or the ``mode`` argument
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -363,6 +365,25 @@ class MemoryPlan:
                      f"written in place, {len(self.aliases)} relabels ({shared} reuse the bytes of another); "
                      f"{kinds.count('workspace')} workspaces, {kinds.count('internal')} tensors inside a node")
         return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """The plan as JSON values (an offline model carries it)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["mode"] = list(self.mode)
+        d["placements"] = [dataclasses.asdict(p) | {"values": list(p.values)} for p in self.placements]
+        d["inplace"] = [list(t) for t in self.inplace]
+        d["inputs"] = list(self.inputs)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MemoryPlan":
+        """The plan of :meth:`to_json`'s values."""
+        d = dict(d)
+        d["mode"] = MemoryMode(*d["mode"])
+        d["placements"] = [Placement(**(p | {"values": tuple(p["values"])})) for p in d["placements"]]
+        d["inplace"] = [tuple(t) for t in d["inplace"]]
+        d["inputs"] = tuple(d["inputs"])
+        return cls(**d)
 
     def __repr__(self) -> str:
         return (f"MemoryPlan('{self.graph}', {'static' if self.mode.static else 'dynamic'}, {self.planner}: "

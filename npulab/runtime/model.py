@@ -242,7 +242,10 @@ class Model:
     """A compiled model loaded on a device (pyACL's ``acl.mdl.load_from_file`` gives its id):
     its weights in device memory and, when its plan is static, one arena of the planned peak
     for every intermediate, allocated once at load as GE does; :meth:`execute` copies the inputs
-    host to device, runs the tasks and copies the outputs back, each copy on the trace."""
+    host to device, runs the tasks and copies the outputs back, each copy on the trace. A plan in
+    dynamic mode (``NPULAB_STATIC_MEMORY=0``) holds no arena: each run allocates and frees its
+    buffers on the device as it goes (:attr:`dynamic_peak_bytes` is the most it held); what
+    dynamic allocation costs in time is not modelled."""
 
     def __init__(self, compiled: CompiledModel, device: Device | None = None):
         self.compiled = compiled
@@ -253,6 +256,7 @@ class Model:
                                 f"compile it again for that chip")
         self.executor = Executor(compiled)
         self.buffers: list = []
+        self.dynamic_peak_bytes = 0
         self._place()
 
     @property
@@ -281,6 +285,33 @@ class Model:
                 f"{self.device.chip.memory.gm_bytes:,} bytes): it needs {need['weights_bytes']:,} bytes of weights "
                 f"and {peak}. Compile it for a smaller batch, or recompute activations rather than keep "
                 f"them. ({exc})") from None
+
+    def _dynamic_allocations(self) -> int:
+        """A dynamic-memory run's allocations on the device: each buffer of the plan malloc'd
+        at the step that writes it and freed after the step that last reads it, in the run's
+        order (the device's page rounding and fragmentation apply); returns the most bytes the
+        device held. An allocation that fails names the tensor and the step."""
+        plan = self.compiled.plan
+        held: dict = {}
+        free0, _ = self.device.get_mem_info()
+        low = free0
+        try:
+            for step in range(plan.steps + 1):
+                for p in [p for p in plan.placements if p.size and p.end <= step and p.name in held]:
+                    self.device.free(held.pop(p.name))
+                for p in plan.placements:
+                    if p.size and p.start == step:
+                        try:
+                            held[p.name] = self.device.malloc(p.size, "HUGE_FIRST")
+                        except DeviceMemoryError as exc:
+                            raise DeviceMemoryError(
+                                f"model '{self.name}' (dynamic memory) ran out of device memory at step {step} "
+                                f"allocating {p.name} ({p.size:,} bytes): {exc}") from None
+                low = min(low, self.device.get_mem_info()[0])
+        finally:
+            for ptr in held.values():
+                self.device.free(ptr)
+        return free0 - low
 
     def unload(self) -> None:
         """aclmdlUnload: give the model's device memory back."""
@@ -311,6 +342,9 @@ class Model:
             shaped = {v: np.broadcast_to(np.zeros((), g.type_of(v).dtype), g.type_of(v).shape) for v in g.inputs}
         else:
             shaped = _checked_feeds(self.compiled, inputs)
+        plan = self.compiled.plan
+        if plan is not None and not plan.mode.static:
+            self.dynamic_peak_bytes = self._dynamic_allocations()
         outs, trace = self.executor.run(shaped if mode == "functional" else None, mode)
         copy_in = self._copies("HOST_TO_DEVICE", shaped, 0.0)
         shift = copy_in[-1].end_us if copy_in else 0.0

@@ -10,7 +10,7 @@ import pytest
 from npulab import GraphError
 from npulab.errors import ArgumentError, DeviceMemoryError, OfflineModelError
 from npulab.graph import offline, reference, serial, zoo
-from npulab.graph.compile import compile_graph, load_model, save_model
+from npulab.graph.compile import BuildOptions, compile_graph, load_model, save_model
 from npulab.ops.tolerance import tol
 from npulab.runtime import Device
 from npulab.runtime.model import Executor, Model, load_from_file
@@ -112,6 +112,7 @@ def test_an_offline_model_round_trips_and_runs_the_same(small, tmp_path):
     assert [t.to_json() for t in back.tasks] == [t.to_json() for t in small.tasks]
     same = [json.dumps(serial.to_json(m.graph)[0], sort_keys=True) for m in (back, small)]
     assert same[0] == same[1] and back.report == small.report
+    assert back.plan.to_json() == small.plan.to_json() and back.plan.check() is not None
     g = small.graph
     x = _image(g)
     a, _ = Executor(small).run({g.inputs[0]: x}, "functional")
@@ -123,10 +124,12 @@ def test_an_offline_model_round_trips_and_runs_the_same(small, tmp_path):
 def test_a_loaded_model_holds_its_memory_and_copies_in_and_out(small, tmp_path):
     dev = Device("910", 3)
     free0, total = dev.get_mem_info()
-    m = load_from_file(save_model(small, tmp_path / "m.om"), dev)
+    static = compile_graph(small.graph, "910", options=BuildOptions(memory_mode=2))
+    m = load_from_file(save_model(static, tmp_path / "m.om"), dev)
     need = m.memory()
-    assert need["weights_bytes"] == sum(a.nbytes for a in small.graph.constants.values())
-    assert free0 - dev.get_mem_info()[0] >= need["weights_bytes"]
+    assert need["weights_bytes"] >= sum(a.nbytes for a in small.graph.constants.values())
+    assert need["arena_bytes"] == static.plan.peak > 0
+    assert free0 - dev.get_mem_info()[0] >= need["weights_bytes"] + need["arena_bytes"]
     _, t = m.execute(None, "timing")
     copies = [r for r in t.records if r.engine == "Memcpy"]
     assert [r.op_type for r in copies] == ["Memcpy"] * 2
@@ -134,6 +137,17 @@ def test_a_loaded_model_holds_its_memory_and_copies_in_and_out(small, tmp_path):
     assert t.records[1].start_us == pytest.approx(copies[0].end_us)
     m.unload()
     assert dev.get_mem_info()[0] == free0
+
+
+def test_a_dynamic_model_allocates_as_it_runs(small):
+    assert not small.plan.mode.static                      # NPULAB_STATIC_MEMORY unset: 0, dynamic
+    dev = Device("910", 0)
+    m = Model(small, dev)
+    assert m.memory()["arena_bytes"] == 0
+    held = dev.get_mem_info()[0]
+    m.execute(None, "timing")
+    assert m.dynamic_peak_bytes >= small.plan.lower_bound  # page rounding only adds
+    assert dev.get_mem_info()[0] == held                   # every buffer freed after the run
 
 
 def test_a_model_that_does_not_fit_names_its_needs_and_the_fixes(small):
