@@ -99,6 +99,11 @@ def _acc(dtype: str) -> str:
 
 
 def _io_bytes(g: Graph, node: Node) -> int:
+    """Bytes a data move or an AI CPU task reads and writes: its inputs and outputs, except that
+    a gather reads only the rows it picks (its output's bytes) and its indices, not the table."""
+    if node.op_type == "GatherV2":
+        out = sum(g.type_of(v).nbytes for v in node.outputs)
+        return 2 * out + g.type_of(node.inputs[1]).nbytes
     return sum(g.type_of(v).nbytes for v in node.inputs if v) + sum(g.type_of(v).nbytes for v in node.outputs)
 
 

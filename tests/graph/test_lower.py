@@ -162,3 +162,14 @@ def test_resnet50_lowers_with_all_its_cube_and_vector_work_on_the_ai_core():
     assert engines[("AiCore", "BatchMatMul")] == 1 and engines[("AiCore", "Add")] == 16
     assert not [t.name for t in tasks if t.engine == "AiCpu"]          # the global average pool included
     assert engines[("AiCore", "ReduceMean")] == 1
+
+
+def test_a_gather_moves_the_rows_it_picks_not_the_table():
+    g = Graph("embed")
+    ids = g.input("ids", (2, 16), "int64")
+    table = g.constant("table", np.zeros((30000, 64), np.float16))
+    g.output(g.node("GatherV2", [table, ids], name="embed", axis=0))
+    g.infer()
+    (task,) = lower(g, "910")
+    rows = 2 * 16 * 64 * 2                                   # the output: 32 rows of 64 fp16
+    assert task.engine == "AiCpu" and task.bytes_moved == 2 * rows + 2 * 16 * 8
