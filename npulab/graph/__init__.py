@@ -7,9 +7,11 @@
   ReduceMean, GatherV2, Select, Slice, ...);
 * :mod:`~.reference`: the reference executor, each op's meaning in numpy (the goldens for kernel
   ops), the oracle of importers, passes and compiled models;
-* :mod:`~.serial`: a graph as JSON plus ``.npz``.
+* :mod:`~.serial`: a graph as JSON plus ``.npz``;
+* :mod:`~.importers`: :func:`from_torch` (torch.export) and :func:`from_onnx`, and
+  :func:`parse_input_shape` (ATC's ``--input_shape``).
 
-Next here (issue 16): the importers (torch.export, ONNX), the model zoo, the fusion passes and
+Next here (issue 16): the model zoo, the fusion passes and
 their switch file, the static memory plan and the compile step to an offline model (the ATC
 analog); the runtime that loads and runs it is :mod:`npulab.runtime`.
 """
@@ -18,5 +20,7 @@ from .types import DTYPES, FORMATS, Node, TensorType
 from .schema import infer_node, known_op_types
 from .serial import load, save
 from . import reference
+from .importers import from_onnx, from_torch, parse_input_shape
 
-__all__ = ["DTYPES", "FORMATS", "Graph", "Node", "TensorType", "infer_node", "known_op_types", "load", "save", "reference"]
+__all__ = ["DTYPES", "FORMATS", "Graph", "Node", "TensorType", "infer_node", "known_op_types", "load", "save", "reference",
+           "from_onnx", "from_torch", "parse_input_shape"]

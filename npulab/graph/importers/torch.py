@@ -327,16 +327,19 @@ def _squeezing_user(im, fx, axes):
 
 
 def _reduce(im, fx, op_type, x, axes, keep):
+    """A reduction over ``axes`` (all when empty), of the input cast to the output's dtype (a
+    ``dtype=`` argument, or a bool sum's int64)."""
     rank = _rank(im, x)
     axes = sorted({a % rank for a in axes}) if axes else list(range(rank))
+    v = im.operand(x, _out_dtype(im, fx))
     if keep:
         user = _squeezing_user(im, fx, axes)
         if user is not None:
             im.skip.add(user.name)
-            y = im.emit(op_type, [im.value(x)], axes=axes, keep_dims=False)
+            y = im.emit(op_type, [v], axes=axes, keep_dims=False)
             im.env[user.name] = y
             return y
-    return im.emit(op_type, [im.value(x)], axes=axes, keep_dims=bool(keep))
+    return im.emit(op_type, [v], axes=axes, keep_dims=bool(keep))
 
 
 @aten("adaptive_avg_pool2d", "_adaptive_avg_pool2d")
@@ -355,8 +358,6 @@ def _adaptive_avg(im, fx):
 def _reduce_op(im, fx):
     op_type = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax"}[_op_name(fx.target)]
     x = fx.args[0]
-    if _arg(fx, 3, "dtype") is not None or (_op_name(fx.target) != "amax" and len(fx.args) > 3):
-        raise _Unsupported("a dtype argument")
     axes = _arg(fx, 1, "dim") or []
     axes = [axes] if isinstance(axes, int) else list(axes)
     return _reduce(im, fx, op_type, x, axes, _arg(fx, 2, "keepdim", False))
