@@ -7,7 +7,8 @@ one with ``--framework=5``.
   constant (named by the initializer), a node reading one as an argument (Reshape's shape,
   Slice's starts, Unsqueeze's axes) takes it as an attribute, as ATC does;
 * each node maps through :data:`ONNX_OPS` to one graph op or a few, typed as it is added
-  (``Shape`` of a typed value is a known value, so shape arithmetic folds away);
+  (``Shape`` of a typed value is a known value, and a node of :data:`FOLD` or of integer
+  arithmetic whose inputs are all known is computed at import, so shape arithmetic folds away);
 * ONNX nodes with no mapping are all collected and reported together in one
   :class:`~npulab.errors.UnsupportedOpError`, one ``Op type not supported:`` line each.
 """
@@ -25,6 +26,17 @@ from .input_shape import parse_input_shape
 
 #: ONNX op type -> mapping(importer, node, attributes)
 ONNX_OPS: dict = {}
+#: ops computed at import when every input is known (the exporters' shape and mask arithmetic):
+#: op type -> (attributes, *input arrays) -> output array
+FOLD = {
+    "Equal": lambda a, x, y: np.equal(x, y), "Less": lambda a, x, y: np.less(x, y),
+    "Greater": lambda a, x, y: np.greater(x, y), "And": lambda a, x, y: np.logical_and(x, y),
+    "Or": lambda a, x, y: np.logical_or(x, y), "Not": lambda a, x: np.logical_not(x),
+    "Where": lambda a, c, x, y: np.where(c, x, y),
+    "GatherElements": lambda a, x, i: np.take_along_axis(x, i, axis=int(a.get("axis", 0))),
+    "Expand": lambda a, x, shape: np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))).copy(),
+    "Reshape": lambda a, x, shape: x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)]),
+}
 
 
 class _Unsupported(Exception):
@@ -60,6 +72,7 @@ class _Importer:
         self.static: dict = {}       # onnx value name -> numpy array (initializers, folded values)
         self.shapes = shapes
         self.node = None
+        self.names: set = set()      # node names taken
         for init in model.graph.initializer:
             self.static[init.name] = numpy_helper.to_array(init)
 
@@ -95,8 +108,9 @@ class _Importer:
         """Append a node named after the ONNX node and type it at once."""
         base = _clean(self.node.name or f"{self.node.op_type}_{len(self.g.nodes)}")
         name, i = base, 1
-        while self.g.defined(name) or any(n.name == name for n in self.g.nodes):
+        while self.g.defined(name) or name in self.names:
             name, i = f"{base}_{i}", i + 1
+        self.names.add(name)
         out = self.g.node(op_type, inputs, name=name, outputs=outputs, **attrs)
         node = self.g.nodes[-1]
         types = infer_node(node, [self.g.type_of(v) if v else None for v in node.inputs])
@@ -142,11 +156,16 @@ class _Importer:
         missing = []
         for node in self.model.graph.node:
             self.node = node
-            fn = ONNX_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            standard = node.domain in ("", "ai.onnx")
+            attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+            known = [self.static.get(v) for v in node.input if v]
+            if standard and node.op_type in FOLD and known and all(k is not None for k in known):
+                self.static[node.output[0]] = np.asarray(FOLD[node.op_type](attrs, *known))
+                continue
+            fn = ONNX_OPS.get(node.op_type) if standard else None
             if fn is None:
                 missing.append((node, ""))
                 continue
-            attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
             try:
                 out = fn(self, node, attrs)
             except _Missing:
@@ -262,16 +281,19 @@ _UNARY = {"Relu": "Relu", "Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqr
           "Abs": "Abs", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Erf": "Erf", "Not": "LogicalNot", "Identity": "Identity"}
 
 
+#: integer arithmetic on known values (shapes) done at import; ONNX's integer Div truncates
+_SHAPE_MATH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+               "Div": lambda a, b: np.trunc(np.divide(a, b))}
+
+
 @onnx_op(*_BINARY)
 def _binary(im, node, a):
     if len(node.input) != 2:
         raise _Unsupported(f"{len(node.input)} inputs (the graph's {_BINARY[node.op_type]} takes 2)")
     x, y = node.input
-    if x in im.static and y in im.static:           # shape arithmetic: fold it
-        fold = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}.get(node.op_type)
-        if fold is not None and im.static[x].dtype.kind == "i":
-            out = fold(im.static[x], im.static[y])
-            return out.astype(im.static[x].dtype) if node.op_type != "Div" else (im.static[x] // im.static[y])
+    fold = _SHAPE_MATH.get(node.op_type)
+    if fold is not None and x in im.static and y in im.static and im.static[x].dtype.kind == "i":
+        return fold(im.static[x], im.static[y]).astype(im.static[x].dtype)     # shape arithmetic
     return im.emit(_BINARY[node.op_type], [im.value(x), im.value(y)])
 
 
@@ -308,8 +330,12 @@ def _layer_norm(im, node, a):
 
 @onnx_op("Flatten")
 def _flatten(im, node, a):
+    """ONNX's Flatten (axis in [-rank, rank]: axis = rank gives (size, 1)) as a Reshape."""
     x = im.type_of(node.input[0])
-    return im.emit("Flatten", [im.value(node.input[0])], axis=int(a.get("axis", 1)) % max(len(x.shape), 1))
+    axis = int(a.get("axis", 1))
+    axis = axis + len(x.shape) if axis < 0 else axis
+    lead = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return im.emit("Reshape", [im.value(node.input[0])], shape=[lead, int(np.prod(x.shape[axis:], dtype=np.int64))])
 
 
 @onnx_op("Reshape")

@@ -68,7 +68,6 @@ class _Importer:
         self.ep, self.g = ep, Graph(name)
         self.env: dict = {}               # fx node name -> graph value name (or a tuple of them)
         self.lifted: dict = {}            # fx placeholder name -> state_dict name
-        self.arrays: dict = {}            # state_dict name -> tensor
         self.names: set = set()
         self.node = None                  # the fx node being mapped
         self.skip: set = set()            # fx nodes a mapping has already taken care of
@@ -76,9 +75,7 @@ class _Importer:
         for spec in sig.input_specs:
             if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
                 self.lifted[spec.arg.name] = spec.target
-        state = dict(ep.state_dict)
-        state.update(getattr(ep, "constants", {}) or {})
-        self.arrays = state
+        self.arrays = {**ep.state_dict, **(ep.constants or {})}     # state_dict name -> tensor
 
     # -- values --------------------------------------------------------------------------------
     def val(self, fx):
@@ -129,18 +126,20 @@ class _Importer:
         path, _ = self.module_path()
         return path or self.node.name
 
+    def _taken(self, name: str) -> bool:
+        return name in self.names or self.g.defined(name)
+
     def _unique(self) -> str:
+        """A node's name: its module's path for the module's first node, then ``path/fx name``
+        (with a count if need be); the fx name at the top level."""
         path, _ = self.module_path()
-        for cand in ([path] if path else []) + [f"{path}/{self.node.name}" if path else self.node.name]:
-            if not NAME.match(cand):
-                cand = "_" + cand
-            if cand not in self.names and not self.g.defined(cand):
-                break
-        base, i = cand, 1
-        while cand in self.names or self.g.defined(cand):
-            cand, i = f"{base}_{i}", i + 1
-        self.names.add(cand)
-        return cand
+        base = path if path and not self._taken(_valid(path)) else "/".join(filter(None, [path, self.node.name]))
+        base = _valid(base)
+        name, i = base, 1
+        while self._taken(name):
+            name, i = f"{base}_{i}", i + 1
+        self.names.add(name)
+        return name
 
     def emit(self, op_type: str, inputs, outputs=1, **attrs):
         """Append a node named by the current module; returns its output value(s)."""
@@ -195,6 +194,11 @@ class _Importer:
 
 class _Missing(Exception):
     """A value that an unsupported op would have made."""
+
+
+def _valid(name: str) -> str:
+    """A module path as a graph name (one starting with a digit, a Sequential's child, gets a _)."""
+    return name if NAME.match(name) else "_" + name
 
 
 def _flat(x):
