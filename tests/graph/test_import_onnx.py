@@ -48,6 +48,47 @@ def test_exported_resnet50_matches_torch(resnet, training):
     assert {t.engine for t in lower(g, "910b")} <= {"AiCore", "AiCpu", "None"}
 
 
+class _LastHidden(torch.nn.Module):
+    """A transformers model called with keywords, returning last_hidden_state (what the ONNX
+    exporter traces: positional tensors in, a tensor out)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def _transformer(kind):
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    if kind == "bert":
+        return BertModel(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=64, max_position_embeddings=32, attn_implementation="eager"))
+    return GPT2Model(GPT2Config(vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=32, use_cache=False,
+                                bos_token_id=0, eos_token_id=0, attn_implementation="eager"))
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_exported_transformers_match_torch(kind):
+    model = _LastHidden(_transformer(kind)).eval()
+    gen = torch.Generator().manual_seed(6)
+    ids = torch.randint(0, 120, (2, 10), generator=gen)
+    mask = torch.ones(2, 10, dtype=torch.long)
+    mask[1, 4:] = 0
+    f = io.BytesIO()
+    torch.onnx.export(model, (ids, mask), f, dynamo=False, input_names=["input_ids", "attention_mask"],
+                      output_names=["last_hidden_state"])
+    model.eval()               # the exporter restores the wrapper's mode, which a new module had as training
+    g = from_onnx(onnx.load_from_string(f.getvalue()))
+    # the exporter's mask and position arithmetic on constants is folded at import
+    assert "LayerNorm" in g.op_counts() and "SoftmaxV2" in g.op_counts() and "GatherV2" in g.op_counts()
+    (y,) = reference.run(g, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}).values()
+    with torch.no_grad():
+        np.testing.assert_allclose(y, model(ids, mask).numpy(), **FP32)
+
+
 def test_a_file_path_imports_and_a_bad_one_is_a_clear_error(resnet, tmp_path):
     model, x, expected = resnet
     path = tmp_path / "resnet.onnx"
