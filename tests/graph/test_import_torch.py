@@ -152,11 +152,31 @@ class _Mix(torch.nn.Module):
         return y.t().sigmoid(), z.flatten().to(torch.float16), (x > 0).sum(dim=0, dtype=torch.int64)
 
 
-def test_a_mix_of_ops_matches_torch():
+class _NnMix(torch.nn.Module):
+    """Functional forms of the layers, and the math the models above do not use."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(6, elementwise_affine=False)
+        self.w = torch.nn.Parameter(torch.linspace(-1, 1, 36).reshape(6, 6))
+
+    def forward(self, x, mask):
+        y = torch.nn.functional.gelu(x, approximate="tanh") + torch.nn.functional.gelu(x)
+        y = self.norm(y) + torch.nn.functional.layer_norm(x, (4, 6))
+        y = torch.bmm(y[None], self.w[None])[0] @ torch.ones(6)[:, None] + y.mean(dim=-1, keepdim=True)
+        y = torch.softmax(y, dim=0) + torch.exp(-x.abs()) * torch.log(x * x + 1) - torch.sqrt(x * x).tanh()
+        y = torch.maximum(y, torch.zeros_like(y)) + torch.minimum(x, x.new_full((4, 6), 0.5)) ** (x > 0).float()
+        p = torch.nn.functional.max_pool2d(y[None, None], 3, stride=2, padding=1, ceil_mode=True)
+        v = self.w @ x[0]                                             # a matrix times a vector
+        return y.squeeze(), p.amax(dim=(2, 3)), v, torch.nn.functional.silu(x).masked_fill(mask, -2.0)
+
+
+@pytest.mark.parametrize("build", [_Mix, _NnMix], ids=["data", "nn"])
+def test_a_mix_of_ops_matches_torch(build):
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(4, 6, generator=gen)
     mask = torch.rand(4, 6, generator=gen) > 0.4
-    model = _Mix()
+    model = build()
     try:
         g = from_torch(model, (x, mask), input_names=["x", "mask"])
     except UnsupportedOpError as exc:
@@ -182,6 +202,18 @@ def test_a_python_scalar_is_rounded_to_the_tensors_dtype():
     assert scalar.dtype == np.float16 and scalar.shape == () and scalar == np.float16(1 / 3)
     (y,) = _run(g, {"x": x.numpy()})
     np.testing.assert_allclose(y.astype(np.float32), (x + 1 / 3).float().numpy(), **tol("float16"))
+
+
+class _DataDependent(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+def test_bad_modules_are_clear_errors():
+    with pytest.raises(GraphError, match="expected a torch.nn.Module"):
+        from_torch(lambda x: x, (torch.randn(3),))
+    with pytest.raises(GraphError, match="torch.export could not trace _DataDependent"):
+        from_torch(_DataDependent(), torch.randn(3))
 
 
 def test_input_names_must_match_the_inputs():

@@ -15,7 +15,10 @@ The walk, step by step:
    first reads it (so an unused buffer, BatchNorm's ``num_batches_tracked``, is left out);
 4. a Python scalar operand becomes a 0-d constant of the tensor's dtype (rounded to it, as the
    graph's element-wise ops take one dtype); operands of another dtype than the result get a
-   Cast, as torch's type promotion does.
+   Cast, as torch's type promotion does; shapes come from the example values torch.export
+   records (``meta["val"]``), so a view is a Reshape to its known shape;
+5. a keep-dims mean whose one user only drops the reduced axes (``adaptive_avg_pool2d`` then
+   ``flatten``) becomes one ReduceMean without keep-dims, as the zoo's ResNet-50 writes it.
 
 A node is named by the module that ran it (``nn_module_stack``): ``layer1.0.conv1``, then
 ``layer1.0.relu/relu_1`` for the second op of that module, so errors and profiles read as the
@@ -41,6 +44,11 @@ IGNORED = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for
 #: ops that keep their input's values: the output is the input itself, no node
 ALIASES = ("clone", "contiguous", "alias", "detach", "lift_fresh_copy", "dropout")
 INT64_MAX = 2 ** 63 - 1
+
+
+#: composite ops the decomposition leaves whole: a linear layer stays one MatMul with its bias,
+#: a batched matmul one MatMul (not views, an expand and a bmm)
+KEPT_WHOLE = ("linear", "matmul")
 
 
 class _Unsupported(Exception):
@@ -682,15 +690,24 @@ def from_torch(module, example_inputs, *, input_names=None, name: str | None = N
     names, one output per tensor the module returns (flattened in order). Raises
     UnsupportedOpError listing every ATen op with no mapping, one line each."""
     import torch
+    if not isinstance(module, torch.nn.Module):
+        raise GraphError(f"from_torch: expected a torch.nn.Module, got {type(module).__name__}")
     module.eval()
-    args, kwargs = (tuple(example_inputs), {}) if not isinstance(example_inputs, dict) else ((), dict(example_inputs))
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    args, kwargs = ((), dict(example_inputs)) if isinstance(example_inputs, dict) else (tuple(example_inputs), {})
     with torch.no_grad():
-        ep = torch.export.export(module, args, kwargs)
+        try:
+            ep = torch.export.export(module, args, kwargs)
+        except Exception as exc:          # torch raises many kinds; each means "could not trace"
+            raise GraphError(f"from_torch: torch.export could not trace {type(module).__name__} on the example "
+                             f"inputs ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                             f"the module must run on them and be traceable by torch.export") from exc
         table = torch.export.default_decompositions()
-        for op in (torch.ops.aten.linear.default, torch.ops.aten.matmul.default):
-            table.pop(op, None)
+        for op in KEPT_WHOLE:
+            table.pop(getattr(torch.ops.aten, op).default, None)
         ep = ep.run_decompositions(table)
     return _Importer(ep, name or type(module).__name__.lower()).run(input_names)
 
 
-__all__ = ["ATEN", "from_torch"]
+__all__ = ["ATEN", "KEPT_WHOLE", "from_torch"]
