@@ -62,6 +62,9 @@ def _clean(name: str) -> str:
 
 
 class _Importer:
+    """The state of one import: the graph being built, the graph value of each ONNX value, the
+    values known at import (initializers, constants, folded shapes)."""
+
     def __init__(self, model, shapes: dict):
         import onnx
         from onnx import numpy_helper
@@ -119,6 +122,7 @@ class _Importer:
         return out
 
     def scalar(self, value, dtype: str) -> str:
+        """A 0-d constant holding ``value`` as ``dtype`` (Clip's bounds)."""
         name = f"{_clean(self.node.name or self.node.op_type)}/scalar"
         while self.g.defined(name):
             name += "_"
