@@ -387,7 +387,8 @@ def _reduce(im, node, a):
 def _concat(im, node, a):
     if all(v in im.static for v in node.input):
         return np.concatenate([im.static[v] for v in node.input], axis=int(a["axis"]))
-    return im.emit("Concat", [im.value(v) for v in node.input], axis=int(a["axis"]) % len(im.type_of(node.input[0]).shape))
+    rank = len(im.type_of(node.input[0]).shape)
+    return im.emit("Concat", [im.value(v) for v in node.input], axis=int(a["axis"]) % rank)
 
 
 @onnx_op("Gather")
