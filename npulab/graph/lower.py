@@ -164,8 +164,11 @@ def _matmul(g: Graph, node: Node, chip: ChipSpec) -> list:
 
 def _elementwise(g: Graph, node: Node, chip: ChipSpec) -> Task:
     """The graph's broadcasting Add and Mul: the registry's same-shape Add when the shapes agree,
-    AddBroadcast / Mul (numpy broadcasting) otherwise."""
+    AddBroadcast / Mul (numpy broadcasting) otherwise. Integer operands (index arithmetic) go
+    to the AI CPU: the kernels take float16 and float32."""
     x, y = (g.type_of(v) for v in node.inputs)
+    if x.dtype not in VECTOR_FLOATS or y.dtype not in VECTOR_FLOATS:
+        return _aicpu(g, node)
     kernel = node.op_type
     if node.op_type == "Add" and x.shape != y.shape:
         kernel = "AddBroadcast"

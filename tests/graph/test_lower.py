@@ -173,3 +173,12 @@ def test_a_gather_moves_the_rows_it_picks_not_the_table():
     (task,) = lower(g, "910")
     rows = 2 * 16 * 64 * 2                                   # the output: 32 rows of 64 fp16
     assert task.engine == "AiCpu" and task.bytes_moved == 2 * rows + 2 * 16 * 8
+
+
+def test_integer_adds_and_muls_run_on_the_ai_cpu():
+    g = Graph("index")
+    i = g.input("i", (4,), "int64")
+    one = g.constant("one", np.ones(4, np.int64))
+    g.output(g.node("Mul", [g.node("Add", [i, one], name="add"), one], name="mul"))
+    g.infer()
+    assert [(t.engine, t.kernel) for t in lower(g, "910")] == [("AiCpu", None), ("AiCpu", None)]
