@@ -77,3 +77,19 @@ def resnet50(seed: int = 0, **config) -> ResNet50:
             m.weight.data.copy_(gamma * (torch.rand(c, generator=gen) * 0.5 + 0.5))
             m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
     return model.eval()
+
+
+def bert():
+    """A 2-layer BERT (hidden 32, 4 heads) from a transformers config, seeded; no download."""
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    return BertModel(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=32, attn_implementation="eager"))
+
+
+def gpt2():
+    """A 2-layer GPT-2 (hidden 32, 4 heads) from a transformers config, seeded; no download."""
+    from transformers import GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    return GPT2Model(GPT2Config(vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=32, use_cache=False,
+                                bos_token_id=0, eos_token_id=0, attn_implementation="eager"))

@@ -70,21 +70,7 @@ def test_imported_graphs_lower(small_resnet):
     assert {t.engine for t in tasks} <= {"AiCore", "AiCpu", "None"}
 
 
-def _bert():
-    from transformers import BertConfig, BertModel
-    torch.manual_seed(0)
-    return BertModel(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=64, max_position_embeddings=32, attn_implementation="eager"))
-
-
-def _gpt2():
-    from transformers import GPT2Config, GPT2Model
-    torch.manual_seed(0)
-    return GPT2Model(GPT2Config(vocab_size=120, n_embd=32, n_layer=2, n_head=4, n_positions=32, use_cache=False,
-                                bos_token_id=0, eos_token_id=0, attn_implementation="eager"))
-
-
-@pytest.mark.parametrize("build", [_bert, _gpt2], ids=["bert", "gpt2"])
+@pytest.mark.parametrize("build", [torch_models.bert, torch_models.gpt2], ids=["bert", "gpt2"])
 def test_transformers_match_torch_with_an_attention_mask(build):
     model = build().eval()
     gen = torch.Generator().manual_seed(5)
