@@ -140,6 +140,14 @@ def _bench(args) -> int:
     raise AssertionError(args.what)
 
 
+def _atc(args) -> int:
+    from .tools.atc import convert
+    convert(args.model, args.framework, args.output, args.soc_version, input_shape=args.input_shape,
+            fusion_switch_file=args.fusion_switch_file, enable_small_channel=args.enable_small_channel,
+            log=args.log, progress=not args.no_progress)
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -171,6 +179,17 @@ def main(argv=None) -> int:
     p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")
     p.set_defaults(func=_bench)
+    p = sub.add_parser("atc", help="a model to an offline model file for one chip (ATC's flags)")
+    p.add_argument("--model", required=True, help="an .onnx file, a torch.export .pt2, a saved npulab graph, or zoo:NAME")
+    p.add_argument("--framework", required=True, help="5 or onnx, pytorch, npulab")
+    p.add_argument("--output", required=True, help="the offline model's name (NAME.om is written)")
+    p.add_argument("--soc_version", required=True, help="Ascend910, Ascend910B, Ascend310, a chip name or a .toml")
+    p.add_argument("--input_shape", help='"name:d0,d1,...;name2:..." as ATC spells it')
+    p.add_argument("--fusion_switch_file", help="RuleName:off lines, or the JSON {\"Switch\": ...} form")
+    p.add_argument("--enable_small_channel", type=int, default=0, help="1: the C04 stem conv (default 0, as ATC)")
+    p.add_argument("--log", default="null", help="debug, info, warning, error or null (default)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_atc)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

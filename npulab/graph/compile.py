@@ -191,29 +191,39 @@ def task_key(task: Task) -> tuple:
             json.dumps(task.attrs, sort_keys=True), task.engine, task.bytes_moved)
 
 
-def pick_tilings(tasks: list, chip: ChipSpec, progress=None, options: BuildOptions = BuildOptions()) -> int:
+def pick_tilings(tasks: list, chip: ChipSpec, progress: bool = False, options: BuildOptions = BuildOptions()) -> int:
     """Pick the tiling of every distinct AI Core kernel task, through the dispatcher (the one
     tiling search and its cache). A cube task's tiles are written into its attributes
     (``tiles``: the family and its tiles as JSON), so the offline model carries them and a
     launch from it needs no search, as an ``.om`` carries each operator's tiling data. Returns
-    how many distinct tilings there are."""
+    how many distinct tilings there are. ``progress``: a bar over them (ATC's progress)."""
     distinct: dict = {}
     for t in tasks:
         if t.engine == "AiCore" and t.kernel is not None:
             distinct.setdefault(task_key(t), []).append(t)
-    for same in distinct.values():
-        t = same[0]
-        if options.tiling == "seed" and t.kernel in CONV_KERNELS:
-            tiling = _seed_conv(t.kernel, task_specs(t), chip, t.kernel_attrs(), options.buffers)
-        else:
-            tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), task_specs(t), chip, t.kernel_attrs())
-        fam = search.family_of(tiling.problem) if hasattr(tiling, "tiles") and hasattr(tiling, "problem") else None
-        if fam is not None and "tiling" in registry.attributes(t.kernel):
-            for each in same:
-                each.attrs["tiles"] = {"family": fam.op, "tiles": fam.encode(tiling)}
-        if progress is not None:
-            progress.update(1)
+    bar = search.progress_bar(len(distinct), "tilings") if progress else None
+    try:
+        for same in distinct.values():
+            _pick(same, chip, options)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     return len(distinct)
+
+
+def _pick(same: list, chip: ChipSpec, options: BuildOptions) -> None:
+    """The tiling of one distinct task, recorded in each task that repeats it."""
+    t = same[0]
+    if options.tiling == "seed" and t.kernel in CONV_KERNELS:
+        tiling = _seed_conv(t.kernel, task_specs(t), chip, t.kernel_attrs(), options.buffers)
+    else:
+        tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), task_specs(t), chip, t.kernel_attrs())
+    fam = search.family_of(tiling.problem) if hasattr(tiling, "tiles") and hasattr(tiling, "problem") else None
+    if fam is not None and "tiling" in registry.attributes(t.kernel):
+        for each in same:
+            each.attrs["tiles"] = {"family": fam.op, "tiles": fam.encode(tiling)}
 
 
 def launch_attrs(task: Task) -> dict:
@@ -228,7 +238,7 @@ def launch_attrs(task: Task) -> dict:
 
 
 def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = BuildOptions(),
-                  progress=None) -> CompiledModel:
+                  progress: bool = False) -> CompiledModel:
     """Compile ``graph`` (typed: :meth:`~npulab.graph.ir.Graph.infer` first) for ``chip``.
     ``passes``: a callable Graph -> Graph applied first (the pass pipeline), or None;
     ``options``: the build's tiling, buffering and C04 choices."""

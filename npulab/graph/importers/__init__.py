@@ -19,10 +19,17 @@ def from_torch(module, example_inputs, *, input_names=None, name=None):
     return _from_torch(module, example_inputs, input_names=input_names, name=name)
 
 
+def from_exported(ep, *, input_names=None, name="model"):
+    """See :func:`npulab.graph.importers.torch.from_exported` (a ``torch.export`` program, as
+    ``torch.export.load`` reads a ``.pt2`` file)."""
+    from .torch import from_exported as _from_exported
+    return _from_exported(ep, input_names=input_names, name=name)
+
+
 def from_onnx(model_or_path, input_shape=None):
     """See :func:`npulab.graph.importers.onnx.from_onnx`."""
     from .onnx import from_onnx as _from_onnx
     return _from_onnx(model_or_path, input_shape)
 
 
-__all__ = ["from_torch", "from_onnx", "parse_input_shape"]
+__all__ = ["from_exported", "from_torch", "from_onnx", "parse_input_shape"]

@@ -703,11 +703,22 @@ def from_torch(module, example_inputs, *, input_names=None, name: str | None = N
             raise GraphError(f"from_torch: torch.export could not trace {type(module).__name__} on the example "
                              f"inputs ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                              f"the module must run on them and be traceable by torch.export") from exc
+    return from_exported(ep, input_names=input_names, name=name or type(module).__name__.lower())
+
+
+def from_exported(ep, *, input_names=None, name: str = "model") -> Graph:
+    """A ``torch.export.ExportedProgram`` (what ``torch.export.export`` returns and
+    ``torch.export.load`` reads from a ``.pt2`` file) as an inferred graph, as :func:`from_torch`
+    makes it."""
+    import torch
+    if not isinstance(ep, torch.export.ExportedProgram):
+        raise GraphError(f"from_exported: expected a torch.export.ExportedProgram, got {type(ep).__name__}")
+    with torch.no_grad():
         table = torch.export.default_decompositions()
         for op in KEPT_WHOLE:
             table.pop(getattr(torch.ops.aten, op).default, None)
         ep = ep.run_decompositions(table)
-    return _Importer(ep, name or type(module).__name__.lower()).run(input_names)
+    return _Importer(ep, name).run(input_names)
 
 
-__all__ = ["ATEN", "KEPT_WHOLE", "from_torch"]
+__all__ = ["ATEN", "KEPT_WHOLE", "from_exported", "from_torch"]
