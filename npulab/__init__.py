@@ -10,8 +10,9 @@ the Cython core and its readable Python twins)
 -> ``lang`` (the Ascend-C-style kernel language)
 -> ``kernels`` (ops-nn style operators: problem, tiling, kernel; the one tiling search)
 -> ``ops`` (the functional API, ``ops.nn`` modules, the registry and dispatcher, numpy goldens)
--> ``graph`` (the model IR, its op schemas, JSON + .npz files, the offline model file)
--> ``runtime`` (the ACL analog: device memory, its policies and the memcpy kinds)
+-> ``graph`` (the model IR, importers, zoo, passes, memory plan, compile, the offline model file)
+-> ``runtime`` (the ACL analog: device memory, its policies, the memcpy kinds, loaded models)
+-> ``tools`` (``npulab atc``, ATC's analog)
 -> ``plot`` and ``widgets`` (pictures and ipywidgets over a Trace)
 -> ``bench``, ``labs`` (notebook machinery and checkers) and ``cli``.
 
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 #: the subpackages and modules ``npulab.<name>`` reaches without an import of its own (the
 #: module ``npulab.chips`` is imported above; its name in the package is the function ``chips()``)
 SUBMODULES = ("arch", "bench", "cli", "errors", "formats", "graph", "kernels", "labs", "lang", "ops", "plot",
-              "runtime", "sim", "twins", "widgets")
+              "runtime", "sim", "tools", "twins", "widgets")
 
 
 def __getattr__(name: str):
