@@ -74,7 +74,7 @@ def _bench(args) -> int:
             raise ArgumentError(f"bench: give either a benchmark ({args.what}) or --model, not both")
         from .bench.model import bench_model, format_model
         result = bench_model(args.model, args.batch_size, args.iterations, args.chip or "910",
-                             ablation=not args.no_ablation, seq_len=args.seq_len)
+                             ablation=not args.no_ablation, seq_len=args.seq_len, cold=args.cold)
         print(json.dumps(result, indent=1) if args.json else format_model(result))
         return 0
     if args.what is None:
@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     p.add_argument("--chip", help="bench --model: the chip (default 910)")
     p.add_argument("--seq-len", type=_positive, help="bench --model: BERT / GPT-2 sequence length (default 128)")
     p.add_argument("--no-ablation", action="store_true", help="bench --model: skip the one-optimisation builds")
+    p.add_argument("--cold", action="store_true", help="bench --model: start from an empty tiling cache")
     p.add_argument("--instructions", type=_positive, default=1_000_000, help="bench sim: stream length")
     p.add_argument("--family", choices=["matmul", "vector", "conv", "fused", "all"], default="all",
                    help="bench kernels: which kernel family (default all)")

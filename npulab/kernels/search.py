@@ -28,6 +28,7 @@ simulates candidates in N processes; default 1 (in this process). **Progress**: 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -233,6 +234,23 @@ class TilingCache:
             del keep[k]
         self.aged += len(entries) - len(keep)
         return text(keep)
+
+    @contextlib.contextmanager
+    def isolated(self, path):
+        """Use the cache file ``path`` (and an empty memory) inside the block, as a cold compile
+        on a fresh machine would; the previous file and memory come back after it."""
+        saved_env, saved_memory = os.environ.get(CACHE_ENV), dict(self.memory)
+        os.environ[CACHE_ENV] = str(path)
+        self.memory.clear()
+        try:
+            yield self
+        finally:
+            if saved_env is None:
+                os.environ.pop(CACHE_ENV, None)
+            else:
+                os.environ[CACHE_ENV] = saved_env
+            self.memory.clear()
+            self.memory.update(saved_memory)
 
     def clear_memory(self) -> None:
         self.memory.clear()

@@ -203,3 +203,13 @@ def test_a_bad_cache_size_limit_is_refused(monkeypatch, raw):
     monkeypatch.setenv(search.MAX_SIZE_ENV, raw)
     with pytest.raises(search.ArgumentError, match=search.MAX_SIZE_ENV):
         search.CACHE.put("k", {"tiles": {}})
+
+
+def test_an_isolated_cache_is_empty_and_gives_the_old_one_back(cache_file, tmp_path):
+    search.CACHE.put("kept", {"tiles": {}})
+    search.CACHE.memo("pick", "k", lambda: 1)
+    with search.CACHE.isolated(tmp_path / "fresh.json"):
+        assert search.CACHE.entries() == {} and ("pick", "k") not in search.CACHE.memory
+        search.CACHE.put("new", {"tiles": {}})
+    assert search.CACHE.path() == cache_file and "kept" in search.CACHE.entries() and "new" not in search.CACHE.entries()
+    assert search.CACHE.memory[("pick", "k")] == 1
