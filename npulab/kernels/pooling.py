@@ -5,8 +5,10 @@ What you learn here (lab 08 uses Pool+Scale):
 
 * a tile is one (n, c) plane, laid out in UB with padding around it: rows ``row_stride``
   elements apart (a 32-byte multiple, so every row copy lands on a block), ``pad_left``
-  elements before the data (at least the pool's left padding, rounded to a block). Padding
-  cells hold -inf (max) or 0 (average) and are written by the vector unit after the copy;
+  elements before the data (at least the pool's left padding, rounded to a block). Rows of
+  whole 32-byte blocks come in as one strided copy. Padding cells hold -inf (max) or 0
+  (average), written by the vector unit once for each buffer slot (the copies never touch
+  them);
 * the vector unit has no element stride: a window position (kh, kw) picks its elements with
   ``gather``, from byte offsets. The host computes the offsets of (kh, kw) = (0, 0) once (an
   assist tensor, as ops-nn's kernels take); the kernel shifts them by kh * dilation * row_stride
@@ -170,6 +172,7 @@ class KernelPool:
         self.pad_value = -np.inf if t.mode == "max" else 0.0
         per_block = BLOCK_BYTES // self.dtype.itemsize
         self.plane = t.rows * t.row_stride
+        self.padded: set = set()                  # the in_x slots (by UB offset) whose padding is written
         self.pipe = TPipe()
         self.in_x, self.out_y = Queue(VECIN, "in_x"), Queue(VECOUT, "out_y")
         self.pipe.init_buffer(self.in_x, t.buffer_num, (self.plane + per_block) * self.dtype.itemsize)
@@ -212,6 +215,11 @@ class KernelPool:
         top = t.padding[0]
         if t.row_stride == t.w and t.pad_left == 0:
             copy_elements(x[top * t.row_stride:], self.x_gm[base:], t.h * t.w)       # the whole plane at once
+        elif (t.w * self.dtype.itemsize) % BLOCK_BYTES == 0:
+            # rows of whole blocks: one strided copy (DataCopyParams: H bursts of W, landing
+            # row_stride apart), not one copy a row
+            lang.data_copy_strided(x[top * t.row_stride + t.pad_left:], self.x_gm[base:], t.h, t.w,
+                                   src_stride=t.w, dst_stride=t.row_stride)
         else:
             for r in range(t.h):
                 lang.data_copy_pad(x[(top + r) * t.row_stride + t.pad_left:], self.x_gm[base + r * t.w:],
@@ -239,7 +247,11 @@ class KernelPool:
     def compute(self):
         t = self.t
         x = self.in_x.deque()
-        self._fill_padding(x)
+        if x.offset not in self.padded:
+            # the padding cells of a queue slot are written once: the copies in write data
+            # cells only, so they hold pad_value for every later plane in that slot
+            self._fill_padding(x)
+            self.padded.add(x.offset)
         item = self.dtype.itemsize
         kh, kw = t.kernel
         dh, dw = t.dilation
