@@ -6,7 +6,7 @@ import pytest
 
 from npulab import GraphError
 from npulab.errors import ArgumentError
-from npulab.graph import Graph, zoo
+from npulab.graph import Graph, memory, zoo
 from npulab.graph.compile import SEED_MATMUL, BuildOptions, compile_graph, launch_attrs, task_key, task_specs
 from npulab.kernels.conv.tiling import ConvTiles
 from npulab.ops import registry
@@ -75,3 +75,11 @@ def test_bad_options_and_untyped_graphs_are_refused():
     g.output(g.node("Relu", [x]))
     with pytest.raises(GraphError, match="graph.infer"):
         compile_graph(g, "910")
+
+
+def test_a_static_build_keeps_the_smaller_of_the_two_planners_arenas(graph):
+    cm = compile_graph(graph, "910", options=BuildOptions(memory_mode=2))
+    peaks = {p: memory.plan_memory(cm.graph, "910", planner=p, mode=2).peak for p in ("best_fit", "greedy_by_size")}
+    assert cm.plan.mode.static and cm.plan.peak == min(peaks.values()) and cm.plan.planner in peaks
+    assert cm.report["feature_bytes"] == cm.plan.peak <= cm.plan.total_bytes
+    assert not compile_graph(graph, "910", options=BuildOptions(memory_mode=0)).plan.mode.static
