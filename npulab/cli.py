@@ -170,8 +170,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--model", choices=["resnet50", "bert-base", "gpt2"],
                    help="a whole network, naive and optimised builds (as the seeds' benchmark.py --model)")
-    p.add_argument("--batch-size", type=_positive, default=1, help="bench --model: the batch")
-    p.add_argument("--iterations", type=_positive, default=1, help="bench --model: inference runs of each build")
+    p.add_argument("--batch-size", "--batch_size", type=_positive, default=1, help="bench --model: the batch")
+    p.add_argument("--iterations", "--num_iterations", type=_positive, default=1,
+                   help="bench --model: inference runs of each build (the seeds' benchmark.py spellings work too)")
     p.add_argument("--chip", help="bench --model: the chip (default 910)")
     p.add_argument("--seq-len", type=_positive, help="bench --model: BERT / GPT-2 sequence length (default 128)")
     p.add_argument("--no-ablation", action="store_true", help="bench --model: skip the one-optimisation builds")

@@ -44,6 +44,9 @@ def test_the_command_line_prints_json_and_refuses_a_mix(capsys):
     assert main(["bench", "--model", "gpt2", "--seq-len", "16", "--no-ablation", "--json", "--chip", "910b"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["chip"] == "910b" and r["speedup"] > 0
+    assert main(["bench", "--model", "gpt2", "--seq-len", "16", "--no-ablation", "--batch_size", "2",
+                 "--num_iterations", "3"]) == 0                # the seeds' benchmark.py spellings
+    assert "gpt2 batch 2" in capsys.readouterr().out
     assert main(["bench", "sim", "--model", "gpt2"]) == 2
     assert main(["bench"]) == 2
     with pytest.raises(ArgumentError, match="no model"):
