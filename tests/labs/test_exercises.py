@@ -644,7 +644,8 @@ CASES = {
                                  (lab09.FREE_BYTES // BATCH_LOWER, "not the lower bound"),
                                  (str(BATCH), "batch size")], ...),
     "09.beat_best_fit": (_many_orders, [(best_fit, "one order"), (greedy_by_size, "one order"),
-                                        (_planner("zero"), "disjoint bytes")], _better_blank),
+                                        (_planner(), "one order"), (_planner("zero"), "disjoint bytes")],
+                         _better_blank),
 }
 
 

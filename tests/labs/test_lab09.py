@@ -1,8 +1,8 @@
 """Lab 09's exercise material holds what the lab says of it: the optimum its planner checks grade
-against is the brute force's (tests/graph/test_memory.py) on every problem, the challenge's
-blocks beat both heuristics by more than its target allows and the target is reachable, the fold
-rule's reference leaves the graph's outputs as numpy computes them, and the crowded device
-leaves the free bytes the exercise states."""
+against is the brute force's (tests/graph/test_memory.py) on every problem; the challenge's
+blocks defeat every single-order planner (the target is out of their reach) and the target is
+reachable; the fold rule's reference leaves the graph's outputs as numpy computes them; the
+crowded device leaves the free bytes the exercise states."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,7 +12,7 @@ import numpy as np
 
 from npulab.graph import reference
 from npulab.graph.memory import MEM_ALIGN
-from npulab.graph.offsets import best_fit, greedy_by_size, max_live, peak
+from npulab.graph.offsets import best_fit, greedy_by_size, max_live, peak, place_in_order
 from npulab.labs import check, lab09
 from npulab.ops import golden
 
@@ -37,9 +37,16 @@ def test_the_planner_checks_optimum_is_the_brute_forces():
 def test_the_challenge_needs_more_than_one_order_and_its_target_is_reachable():
     blocks = lab09.adversarial_blocks()
     best = lab09.optimum(blocks)
-    assert best == max_live(blocks)                       # the twelve tensors tile the rectangle
+    assert best == max_live(blocks)
     target = check.lab09.challenge_target(blocks)
     assert best <= target < min(peak(blocks, best_fit(blocks)), peak(blocks, greedy_by_size(blocks)))
+    # not a one-line change: exercise 2's planner and every single order of either placement miss it
+    assert peak(blocks, lab09.first_fit_reference(blocks)) > target
+    keys = [lambda b: b.start, lambda b: -b.size, lambda b: b.start - b.end, lambda b: b.end, lambda b: -b.end,
+            lambda b: -b.size * (b.end - b.start), lambda b: (b.start, -b.size), lambda b: (-b.size, b.start - b.end)]
+    for key in keys:
+        for smallest in (False, True):
+            assert peak(blocks, place_in_order(sorted(blocks, key=key), smallest)) > target
     ref = lab09.multi_order_planner(blocks)
     assert lab09.plan_problem(blocks, ref) is None and peak(blocks, ref) <= target
 
