@@ -4,7 +4,7 @@
   exercise, printing PASS / NOT ATTEMPTED YET / FAIL with a hint;
 * :mod:`npulab.labs.notebooks`: ``labs/src/NN_name.md`` -> learner and (executed) solution notebooks
   (``python -m npulab.labs build``);
-* ``lab00`` .. ``lab08``: glue only, what a lab runs that is longer than a notebook cell should
+* ``lab00`` .. ``lab09``: glue only, what a lab runs that is longer than a notebook cell should
   be: the lab's inputs and constants, running a learner's code (a kernel class, a tiling
   function, a K loop or an epilogue plugged into a scaffold), the measurements and the tables
   it prints, and the exercise material (the reference answers of the checks, lab 02's racy
@@ -28,6 +28,7 @@ module      holds
 ``lab06``   img2col sizes, exercise 3's conv layer and tiling tuple, the batch-1 measure
 ``lab07``   the naive softmax, logits, the RMSNorm exercise's kernel and runs, GELU measures
 ``lab08``   fused-vs-separate rows, the BN fold, the epilogue scaffold and its reference
+``lab09``   the pass report, liveness and planner sets, the fold-rule graph, a crowded device
 ==========  ==============================================================================
 """
 from . import check

@@ -20,7 +20,9 @@ from npulab.chips import get_chip
 from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
 from npulab.kernels.examples.row_scale import RowScaleTiling
 from npulab.kernels.examples.silu import SiluStages
-from npulab.labs import check, lab02, lab07
+from npulab.graph.offsets import best_fit, greedy_by_size, meets, place_in_order
+from npulab.graph.offsets import peak as offsets_peak
+from npulab.labs import check, lab02, lab07, lab09
 from npulab.labs.check import REGISTRY, same_code
 from npulab.lang import (PIPE_ALL, PIPE_FIX, PIPE_MTE2, PIPE_MTE3, PIPE_V, VECCALC, VECIN, VECOUT, TPipe, Queue,
                          TBuf, data_copy, fixpipe, get_block_idx, load_data, mmad, pipe_barrier, set_flag,
@@ -426,6 +428,83 @@ def _epilogue_blank(c_gm, c, bias, slot, m, n, dst_stride):
 OUT_BYTES = 16 * 128 * 28 * 28 * 2        # layer2.0.conv2 (stride 2: 56 -> 28) at batch 16, fp16
 
 
+# -- lab 09, written from the specs: the lifetimes by hand, a first-fit planner, the fold rule, the
+# batch from the plans and aclrtMalloc's rounding, a many-orders planner
+LIFETIMES = {"a": (0, 4), "b": (1, 6), "c": (2, 4), "d": (3, 7), "e": (4, 6), "f": (5, 7), "y": (6, 7)}
+
+
+def _planner(kind="first fit"):
+    def fn(blocks):
+        offsets, top = {}, 0
+        for b in sorted(blocks, key=lambda b: b.start):
+            if kind == "no reuse":                  # every tensor its own bytes
+                offsets[b.name], top = top, top + b.size
+                continue
+            if kind == "zero":
+                offsets[b.name] = 0
+                continue
+            if kind == "live bytes":                # the bytes live when it starts, ignoring holes
+                offsets[b.name] = sum(o.size for o in blocks if o.name in offsets and meets(b, o))
+                continue
+            off = 0
+            for o in sorted((o for o in blocks if o.name in offsets and meets(b, o)), key=lambda o: offsets[o.name]):
+                if off + b.size <= offsets[o.name]:
+                    break
+                off = max(off, offsets[o.name] + o.size)
+            offsets[b.name] = off + (16 if kind == "unaligned" else 0)
+        return offsets
+    return fn
+
+
+def _planner_blank(blocks):
+    ...
+
+
+def _fold(kind="ok"):
+    def fn(d, rec, chip):
+        for mul in [n for n in d.nodes if n.op_type == "Mul"]:
+            conv, s = d.producer(mul.inputs[0]), d.const(mul.inputs[1])
+            if conv is None or conv.op_type != "Conv2D" or s is None:
+                continue
+            if kind != "any reader" and not d.only_use(conv.outputs[0], mul):
+                continue
+            w, b = d.const(conv.inputs[1]), d.const(conv.inputs[2])
+            if kind != "any shape" and s.shape != (1, w.shape[0], 1, 1):
+                continue
+            if kind == "none":
+                continue
+            sw = s.reshape(1, -1, 1, 1) if kind == "input axis" else s.reshape(-1, 1, 1, 1)
+            wn = d.add_constant(f"{conv.name}.w2", w * sw)
+            bn = d.add_constant(f"{conv.name}.b2", b if kind == "no bias" else b * s.reshape(-1))
+            d.replace([conv, mul], [d.new_node("Conv2D", [conv.inputs[0], wn, bn], mul.outputs, conv.name, **conv.attrs)])
+    return fn
+
+
+def _fold_rule_blank(d, rec, chip):
+    ...
+
+
+def _largest_batch():
+    huge = C910.device.huge_page_bytes
+    one = lab09.plan_at(1)
+    need = lambda b: sum(-(-(-(-n // 32) * 32 + 32) // huge) * huge for n in (one.weights_bytes, b * one.peak))
+    return max(b for b in range(1, 1000) if need(b) <= lab09.FREE_BYTES)
+
+
+def _many_orders(blocks):
+    rng = np.random.default_rng(1)
+    plans = [place_in_order([blocks[i] for i in rng.permutation(len(blocks))], False) for _ in range(400)]
+    return min(plans, key=lambda p: offsets_peak(blocks, p))
+
+
+def _better_blank(blocks):
+    ...
+
+
+BATCH = _largest_batch()
+BATCH_PEAK, BATCH_LOWER, BATCH_SUM = (getattr(lab09.plan_at(1), k) for k in ("peak", "lower_bound", "total_bytes"))
+
+
 PEAK_910 = 32 * 4096 * 2 * C910.clock_ghz / 1000
 READ_US = 64 * 2**20 / (C910.memory.gm_bytes_per_cycle * C910.clock_ghz * 1e9) * 1e6
 M = N = K = 1024
@@ -549,6 +628,24 @@ CASES = {
     "08.gm_bytes_saved": (4 * OUT_BYTES, [(2 * OUT_BYTES, "both round trips"), (OUT_BYTES, "written once either way"),
                                           (4 * 16 * 128 * 56 * 56 * 2, "the stride is 2"),
                                           (5 * OUT_BYTES, "5 - 1 = 4"), (str(4 * OUT_BYTES), "a number")], ...),
+    "09.lifetimes": (LIFETIMES, [({v: (a, b - 1) for v, (a, b) in LIFETIMES.items()}, "half-open"),
+                                 ({**LIFETIMES, "d": (3, 5)}, "graph output lives to the end"),
+                                 ({**LIFETIMES, "x": (0, 1)}, "graph input"),
+                                 ({k: v for k, v in LIFETIMES.items() if k != "y"}, "graph output too"),
+                                 ([(0, 4)], "dict")], ...),
+    "09.planner": (_planner(), [(_planner("no reuse"), "reuse the bytes"), (_planner("zero"), "live at a common step"),
+                                (_planner("live bytes"), "live at a common step"),
+                                (_planner("unaligned"), "multiples of 512")], _planner_blank),
+    "09.fold_rule": (_fold(), [(_fold("any reader"), "only_use"), (_fold("input axis"), "each output channel"),
+                               (_fold("no bias"), "the bias"), (_fold("any shape"), "one value per channel"),
+                               (_fold("none"), "nothing was fused")], _fold_rule_blank),
+    "09.largest_batch": (BATCH, [(BATCH + 1, "2 MB huge pages"), (BATCH + 2, "weights"),
+                                 (lab09.FREE_BYTES // BATCH_SUM, "reuses memory"),
+                                 (lab09.FREE_BYTES // BATCH_LOWER, "not the lower bound"),
+                                 (str(BATCH), "batch size")], ...),
+    "09.beat_best_fit": (_many_orders, [(best_fit, "one order"), (greedy_by_size, "one order"),
+                                        (_planner(), "one order"), (_planner("zero"), "disjoint bytes")],
+                         _better_blank),
 }
 
 
@@ -560,7 +657,7 @@ def _checker(key: str):
 def test_enough_exercises_and_every_one_is_tested():
     assert len(REGISTRY) >= 8
     assert set(REGISTRY) == set(CASES), "every checker needs a case here (and every case a checker)"
-    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02", "03", "04", "05", "06", "07", "08"}
+    assert {ex.lab for ex in REGISTRY.values()} == {"00", "01", "02", "03", "04", "05", "06", "07", "08", "09"}
     assert any(ex.performance for ex in REGISTRY.values())
 
 
