@@ -92,7 +92,7 @@ MODES = {0: "dynamic: each tensor allocated when written, freed after its last r
          3: "static: one arena planned at compile time (dynamic-shape memory expansion)",
          4: "static: one arena planned at compile time (static- and dynamic-shape expansion)"}
 #: element-wise op types: output element i reads input elements i only (and broadcast operands)
-ELEMENTWISE = ("Relu", "Swish", "SiLU", "Gelu", "Add", "AddBroadcast", "Mul", "Sub", "RealDiv",
+ELEMENTWISE = ("Relu", "Swish", "SiLU", "Gelu", "Add", "AddRelu", "AddBroadcast", "Mul", "Sub", "RealDiv",
                "Pow", "Maximum", "Minimum", "Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Abs",
                "Tanh", "Sigmoid", "Erf", "BatchNorm")
 #: op types whose output may take over only some of their inputs (BatchNorm: x, not its stats)

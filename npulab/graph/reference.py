@@ -70,6 +70,11 @@ def _relu(node, ins):
     return [golden.relu(ins[0])]
 
 
+@reference("AddRelu")
+def _add_relu(node, ins):
+    return [golden.add_relu(ins[0], ins[1])]
+
+
 @reference("Swish", "SiLU")
 def _silu(node, ins):
     return [golden.silu(ins[0])]

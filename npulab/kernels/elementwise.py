@@ -112,6 +112,32 @@ class KernelAdd:
         self.out_z.free_tensor(z)
 
 
+class KernelAddRelu(KernelAdd):
+    """z = relu(x + y) in one kernel: the sum is rectified in UB before it leaves (what GE's
+    TbeEltwiseFusionPass compiles a residual Add followed by a ReLU into), so it never makes
+    the GM round trip a separate Relu launch would."""
+
+    def compute(self, count: int) -> None:
+        x, y = self.in_x.deque(), self.in_y.deque()
+        z = self.out_z.alloc_tensor(self.dtype)
+        lang.add(z, x, y, count)
+        lang.relu(z, z, count)
+        self.out_z.enque(z)
+        self.in_x.free_tensor(x)
+        self.in_y.free_tensor(y)
+
+
+def add_relu_kernel(x, y, z, tiling: AddTiling) -> None:
+    KernelAddRelu(x, y, z, tiling).process()
+
+
+def launch_add_relu(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip=DEFAULT_CHIP, mode: str = "functional"):
+    """Launch the fused Add + ReLU with Add's tiling. Returns (z, trace)."""
+    if x.size == 0:
+        return np.maximum(x + y, 0), None
+    return launch_vector(add_relu_kernel, [x, y], x.shape, x.dtype, tiling, chip=chip, mode=mode)
+
+
 def add_kernel(x, y, z, tiling: AddTiling) -> None:
     """The kernel entry (``__global__ __aicore__ void add_custom(...)``)."""
     KernelAdd(x, y, z, tiling).process()
@@ -133,5 +159,5 @@ def launch_add(x: np.ndarray, y: np.ndarray, tiling: AddTiling, chip=DEFAULT_CHI
     return launch_vector(add_kernel, [x, y], x.shape, x.dtype, tiling, chip=chip, mode=mode)
 
 
-__all__ = ["AddTiling", "add_tiling", "KernelAdd", "add_kernel", "check_add", "launch_add", "QUEUES_PER_TILE",
+__all__ = ["AddTiling", "add_tiling", "KernelAdd", "KernelAddRelu", "add_kernel", "add_relu_kernel", "launch_add_relu", "check_add", "launch_add", "QUEUES_PER_TILE",
            "MIN_TILES_PER_BLOCK"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..arch import DEFAULT_CHIP
 from ..kernels.broadcast import broadcast_tiling, check_broadcast, launch_broadcast
-from ..kernels.elementwise import add_tiling, check_add, launch_add
+from ..kernels.elementwise import add_tiling, check_add, launch_add, launch_add_relu
 from .registry import TensorSpec, dispatch, register
 
 
@@ -40,6 +40,16 @@ def _add_run(arrays, tiling, chip, mode, buffer_num: int = 2):
 
 
 register("Add", "math", _add_tiling, _add_run, "z = x + y, same shape, fp16/fp32",
+         inputs=("x", "y"), infer=_add_infer)
+
+
+def _add_relu_run(arrays, tiling, chip, mode, buffer_num: int = 2):
+    x, y = arrays
+    return launch_add_relu(x, y, tiling, chip, mode)
+
+
+register("AddRelu", "math", _add_tiling, _add_relu_run,
+         "z = relu(x + y), same shape, fp16/fp32: the residual Add and its ReLU in one kernel (UB fusion)",
          inputs=("x", "y"), infer=_add_infer)
 
 
@@ -92,6 +102,14 @@ def add(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = Fa
     x, y = _operands(x, y)
     op = "Add" if x.shape == y.shape else "AddBroadcast"
     z, trace = dispatch(op, x, y, chip=chip, buffer_num=buffer_num)
+    return (z, trace) if return_trace else z
+
+
+def add_relu(x, y, chip=DEFAULT_CHIP, *, buffer_num: int = 2, return_trace: bool = False):
+    """z = relu(x + y) in one kernel (x and y of one shape, both fp16 or both fp32): the fused
+    residual Add + ReLU. With ``return_trace`` returns (z, trace)."""
+    x, y = np.asarray(x), np.asarray(y)
+    z, trace = dispatch("AddRelu", x, y, chip=chip, buffer_num=buffer_num)
     return (z, trace) if return_trace else z
 
 

@@ -60,7 +60,7 @@ TOLERANCES: dict[tuple[str, str], dict] = {
 
 _CUBE_OPS = ("matmul", "batch_matmul", "linear", "conv2d", "conv3d", "conv_transpose2d", "conv2d_bn_relu",
              "fused_matmul")
-_VECTOR_OPS = ("add", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
+_VECTOR_OPS = ("add", "add_relu", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
                "max_pool2d", "avg_pool2d", "avg_pool2d_scale", "sub", "div", "maximum", "minimum", "exp", "log",
                "sqrt", "rsqrt", "reciprocal", "abs", "neg", "tanh", "sigmoid", "erf", "pow", "cast", "sum", "mean",
                "amax")

@@ -127,12 +127,21 @@ def dead():
     return g.infer()
 
 
+def add_relu():
+    g = Graph("residual")
+    x = g.input("x", (1, 16, 4, 4), "float32")
+    y = g.node("Relu", [x], name="r0")
+    s = g.node("Add", [y, x], name="add")
+    g.output(g.node("Relu", [s], name="relu"))
+    return g.infer()
+
+
 #: rule -> a graph it rewrites
 CASES = {"ConstantFoldingPass": foldable, "ConvBatchnormFusionPass": conv_bn, "MatMulBiasAddFusionPass": matmul_bias,
          "FlashAttentionFusionPass": attention, "AvgPoolScaleFusionPass": avgpool_scale, "SwishFusionPass": swish,
          "TransDataInsertPass": conv_relu, "TransOpSymmetryEliminationPass": transdata_pair,
          "ConvReluFusionPass": conv_relu, "ATbeMatMulElemwiseFusionPass": lambda: matmul_bias_fused("Relu"),
-         "PrunePass": dead}
+         "TbeEltwiseFusionPass": add_relu, "PrunePass": dead}
 
 
 def matmul_bias_fused(act):
@@ -380,8 +389,9 @@ def test_resnet50_fused_keeps_its_outputs_with_fewer_nodes_and_gm_bytes(resnet):
     assert resnet.dump() == before
     assert report["ConvBatchnormFusionPass"].effected == 53       # every conv's BN
     assert report["ConvReluFusionPass"].effected == 33            # every ReLU but the 16 after an add
+    assert report["TbeEltwiseFusionPass"].effected == 16          # those: each residual Add + ReLU
     counts = g2.op_counts()
-    assert "BatchNorm" not in counts and counts["Conv2D"] == 53 and counts["Relu"] == 16
+    assert "BatchNorm" not in counts and counts["Conv2D"] == 53 and "Relu" not in counts and counts["AddRelu"] == 16
     # one TransData in (x to NC1HWC0) and one out (before the average pool); weights folded
     assert counts["TransData"] == 2
     assert len(g2.nodes) < len(resnet.nodes)

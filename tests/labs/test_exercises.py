@@ -460,7 +460,7 @@ def _planner_blank(blocks):
     ...
 
 
-def _fold(kind="ok"):
+def _fold_rule(kind="ok"):
     def fn(d, rec, chip):
         for mul in [n for n in d.nodes if n.op_type == "Mul"]:
             conv, s = d.producer(mul.inputs[0]), d.const(mul.inputs[1])
@@ -636,9 +636,9 @@ CASES = {
     "09.planner": (_planner(), [(_planner("no reuse"), "reuse the bytes"), (_planner("zero"), "live at a common step"),
                                 (_planner("live bytes"), "live at a common step"),
                                 (_planner("unaligned"), "multiples of 512")], _planner_blank),
-    "09.fold_rule": (_fold(), [(_fold("any reader"), "only_use"), (_fold("input axis"), "each output channel"),
-                               (_fold("no bias"), "the bias"), (_fold("any shape"), "one value per channel"),
-                               (_fold("none"), "nothing was fused")], _fold_rule_blank),
+    "09.fold_rule": (_fold_rule(), [(_fold_rule("any reader"), "only_use"), (_fold_rule("input axis"), "each output channel"),
+                               (_fold_rule("no bias"), "the bias"), (_fold_rule("any shape"), "one value per channel"),
+                               (_fold_rule("none"), "nothing was fused")], _fold_rule_blank),
     "09.largest_batch": (BATCH, [(BATCH + 1, "2 MB huge pages"), (BATCH + 2, "weights"),
                                  (lab09.FREE_BYTES // BATCH_SUM, "reuses memory"),
                                  (lab09.FREE_BYTES // BATCH_LOWER, "not the lower bound"),

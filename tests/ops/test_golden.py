@@ -433,7 +433,7 @@ def _parameters(fn):
 
 
 def test_every_operator_has_a_golden_and_a_unit():
-    assert len(OPERATORS) == 39
+    assert len(OPERATORS) == 40
     assert sorted(G.__all__) == OPERATORS
     assert sorted(OP_UNIT) == OPERATORS
 

@@ -23,6 +23,7 @@ def _cases():
     for dt in (F16, F32):
         n = np.dtype(dt).name
         yield "add", (rand(37, dt, "a1"), rand(37, dt, "a2")), {}, f"add-same-{n}"
+        yield "add_relu", (rand((3, 77), dt, "ar1"), rand((3, 77), dt, "ar2")), {}, f"add_relu-{n}"
         yield "add", (rand((3, 50), dt, "a3"), rand(50, dt, "a4")), {}, f"add-row-{n}"
         yield "add", (rand((2, 5, 33), dt, "a5"), rand((2, 1, 33), dt, "a6")), {}, f"add-bcast-{n}"
         yield "add", (rand(45, dt, "a7"), 0.1), {}, f"add-scalar-{n}"

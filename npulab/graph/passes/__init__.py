@@ -15,6 +15,7 @@ TransDataInsertPass                GE           TransData to NC1HWC0 / FRACTAL_Z
 TransOpSymmetryEliminationPass     GE           TransData A -> B -> A removed (:mod:`.layout`)
 ConvReluFusionPass                 UBFusion     Conv2D + Relu -> Conv2D(relu) (:mod:`.conv`)
 ATbeMatMulElemwiseFusionPass       UBFusion     MatMul + Relu/Gelu -> MatMul(activation)
+TbeEltwiseFusionPass               UBFusion     Add + Relu -> AddRelu (:mod:`.vector`)
 PrunePass                          GE           nodes no output needs removed (:mod:`.fold`)
 =================================  ===========  ==============================================
 

@@ -34,7 +34,7 @@ ORDER = ("ConstantFoldingPass",
          "ConvBatchnormFusionPass", "MatMulBiasAddFusionPass", "FlashAttentionFusionPass",
          "AvgPoolScaleFusionPass", "SwishFusionPass",
          "TransDataInsertPass", "TransOpSymmetryEliminationPass",
-         "ConvReluFusionPass", "ATbeMatMulElemwiseFusionPass",
+         "ConvReluFusionPass", "ATbeMatMulElemwiseFusionPass", "TbeEltwiseFusionPass",
          "ConstantFoldingPass", "PrunePass")
 assert set(ORDER) == set(RULES), sorted(set(RULES) ^ set(ORDER))
 

@@ -9,11 +9,11 @@ registered fused kernel (:mod:`npulab.ops.pooling`): the pooled plane is scaled 
 SiLU traced to primitives, becomes Swish(x), a registered kernel; Sigmoid alone has no AI Core
 kernel here and would run on the AI CPU.
 
-What is not here, and why: GE's UB fusion rule for element-wise chains in general is
-TbeEltwiseFusionPass (graphubfusionref, UB fusion rules), which compiles any chain of
-element-wise ops into one kernel. npulab registers no chain kernel (no Add + Relu, no
-Mul + Add): each vector kernel is one op, so only chains that equal a registered kernel fuse.
-ResNet's residual Add + Relu therefore stays two tasks.
+**TbeEltwiseFusionPass** (GE's UB fusion rule for chains of up to six element-wise and
+broadcast ops, graphubfusionref). GE compiles any such chain into one kernel; npulab has the
+one chain ResNet needs as a kernel, AddRelu (:mod:`npulab.kernels.elementwise`), so here the
+rule fuses a same-shape float Add whose only reader is a Relu: the residual sum is rectified in
+UB and written once. Other chains stay one launch an op.
 """
 from __future__ import annotations
 
@@ -54,6 +54,24 @@ def fuse_swish(d: Draft, rec: PassRecord, chip) -> None:
         fused = d.new_node("Swish", [sig.inputs[0]], mul.outputs, mul.name)
         d.replace([sig, mul], [fused])
         rec.did(f"{sig.name} + {mul.name} -> {mul.name}(Swish)")
+
+
+@rule("TbeEltwiseFusionPass", "UBFusion", "Add + Relu (same shape) -> AddRelu, one vector kernel")
+def fuse_add_relu(d: Draft, rec: PassRecord, chip) -> None:
+    for relu in [n for n in d.nodes if n.op_type == "Relu"]:
+        add = d.producer(relu.inputs[0])
+        if add is None or add.op_type != "Add":
+            continue
+        a, b = (d.type_of(v) for v in add.inputs[:2])
+        if a.shape != b.shape or a.dtype != b.dtype or a.dtype not in ("float16", "float32"):
+            rec.saw(f"{add.name} -> {relu.name}: AddRelu takes two float16 or float32 operands of one shape")
+            continue
+        if not d.only_use(add.outputs[0], relu):
+            rec.saw(f"{add.name} -> {relu.name}: the sum has another reader")
+            continue
+        fused = d.new_node("AddRelu", add.inputs[:2], relu.outputs, add.name)
+        d.replace([add, relu], [fused])
+        rec.did(f"{add.name} + {relu.name} -> {add.name}(AddRelu)")
 
 
 def _other_input(node, value):

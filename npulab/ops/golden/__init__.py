@@ -40,9 +40,9 @@ from .math import (abs, amax, cast, div, erf, exp, log, maximum, mean, minimum, 
 from .matmul import batch_matmul, fused_matmul, linear, matmul
 from .norm import batch_norm, layer_norm, rms_norm
 from .pooling import avg_pool2d, avg_pool2d_scale, max_pool2d
-from .vector import add, gelu, mul, relu, silu, softmax
+from .vector import add, add_relu, gelu, mul, relu, silu, softmax
 
-__all__ = ["add", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
+__all__ = ["add", "add_relu", "mul", "relu", "gelu", "silu", "softmax", "layer_norm", "rms_norm", "batch_norm",
            "max_pool2d", "avg_pool2d", "avg_pool2d_scale", "matmul", "batch_matmul", "conv2d", "conv3d",
            "conv_transpose2d", "conv2d_bn_relu", "linear", "fused_matmul", "sub", "div", "maximum", "minimum", "exp",
            "log", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "tanh", "sigmoid", "erf", "pow", "cast", "sum",

@@ -45,6 +45,14 @@ def add(x, y):
     return result(x + y)
 
 
+def add_relu(x, y):
+    """max(x + y, 0); the value ``ops.add_relu`` approximates."""
+    x, y = _operands(x, y, "add_relu")
+    if x.shape != y.shape:
+        raise ShapeError(f"add_relu: x has shape {x.shape} and y has {y.shape}; they must match")
+    return result(np.maximum(x + y, 0.0))
+
+
 def mul(x, y):
     """x * y, broadcast; the value ``ops.mul`` approximates."""
     x, y = _operands(x, y, "mul")
