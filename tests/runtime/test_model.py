@@ -179,3 +179,34 @@ def test_a_damaged_or_foreign_model_file_is_refused(small, tmp_path):
     other = offline.write(tmp_path / "other.om", {"format": "something else"}, {})
     with pytest.raises(OfflineModelError, match="expected 'npulab offline model'"):
         load_model(other)
+
+
+def test_fuzzed_compiled_model_files_load_unchanged_or_are_refused(small, tmp_path):
+    """Bytes of a real compiled model flipped, cut or inserted: load_model either refuses the
+    file with an OfflineModelError or gives back the model that was saved (as the container's
+    own 600-case fuzz in tests/graph/test_offline.py, here through the manifest's parsing)."""
+    good = save_model(small, tmp_path / "m.om").read_bytes()
+    want = json.dumps([t.to_json() for t in small.tasks], sort_keys=True)
+    rng = np.random.default_rng(11)
+    refused = 0
+    for case in range(200):
+        raw = bytearray(good)
+        kind = case % 3
+        at = int(rng.integers(0, len(raw)))
+        if kind == 0:
+            raw[at] ^= int(rng.integers(1, 256))
+        elif kind == 1:
+            raw = raw[:at]
+        else:
+            raw[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8))
+        path = tmp_path / f"f{case}.om"
+        path.write_bytes(bytes(raw))
+        try:
+            back = load_model(path)
+        except OfflineModelError:
+            refused += 1
+            continue
+        assert json.dumps([t.to_json() for t in back.tasks], sort_keys=True) == want
+        for k, a in small.graph.constants.items():
+            np.testing.assert_array_equal(back.graph.constants[k], a)
+    assert refused > 150
