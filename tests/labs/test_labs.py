@@ -25,7 +25,8 @@ from npulab.labs.regions import RegionError, assigned_names, split
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
 NAMES = ["00_environment", "01_architecture", "02_first_kernel", "03_tiling", "04_double_buffering",
-         "05_matmul_cube", "06_convolution", "07_norms_activations", "08_fusion"]
+         "05_matmul_cube", "06_convolution", "07_norms_activations", "08_fusion",
+         "15_capstone"]
 NOTEBOOK_LIMIT_S = 60.0
 SANITIZE = LABS / nbbuild.SANITIZE_FILE
 
