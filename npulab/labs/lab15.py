@@ -3,10 +3,13 @@ gain taken apart build by build and read off the traces.
 
 * :func:`model_graph`: ResNet-50, BERT-base or GPT-2 small from the zoo at batch 1, fp16 (the
   transformers at sequence length :data:`SEQ`, weights as shapes only: timing needs no values);
-* :func:`run`: one build of a model (:class:`npulab.bench.model.Build`), compiled and simulated
-  in timing-only mode, kept for the process: its :class:`ModelTrace`, its compiled model and the
-  figures ``npulab bench --model`` prints (:func:`figures`);
-* :func:`print_models`, :func:`ablation`, :func:`print_ablation`: the tables of the lab;
+* :func:`run`: one build of a model (:class:`npulab.bench.model.Build`; :func:`alone` makes the
+  naive build with one optimisation on), compiled and simulated in timing-only mode, kept for
+  the process (a launch two builds share is simulated once): its compiled model and its
+  :class:`~npulab.runtime.model.ModelTrace`; :func:`figures`: the figures ``npulab bench --model``
+  prints for it;
+* :func:`print_models`, :func:`ablation`, :func:`print_ablation`, :func:`print_claim`: the tables
+  of the lab and the seeds' 3x claim against the batch-1 builds;
 * :func:`time_by_op`, :func:`plot_time_by_op`: where each build's time goes, by op type;
 * :func:`relu_time_by_producer`: the ReLU launches of a build, by the op type that feeds them
   (which ones a Conv+BN+ReLU fusion can absorb);
@@ -176,5 +179,5 @@ def run_layer(name: str, tiles=None, model: str = "resnet50", build: Build = NAI
 
 
 __all__ = ["ALLOWED", "BATCH", "CHIP", "MODELS", "SEED_CLAIM", "SEQ", "ablation", "alone", "figures", "layer_task",
-           "model_graph", "plot_time_by_op", "print_ablation", "print_claim", "print_models", "relu_time_by_producer", "run",
-           "run_layer", "time_by_op"]
+           "model_graph", "plot_time_by_op", "print_ablation", "print_claim", "print_models",
+           "relu_time_by_producer", "run", "run_layer", "time_by_op"]

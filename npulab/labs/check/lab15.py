@@ -81,7 +81,8 @@ def two_optimisations(answer):
     names = {n.strip().lower() for n in names}
     unknown = sorted(names - set(ref.OPTIMISATIONS))
     if unknown or len(names) != ref.ALLOWED:
-        return failed(f"exactly {ref.ALLOWED} optimisations, by name", expected=f"{ref.ALLOWED} of {', '.join(ref.OPTIMISATIONS)}",
+        return failed(f"exactly {ref.ALLOWED} optimisations, by name",
+                      expected=f"{ref.ALLOWED} of {', '.join(ref.OPTIMISATIONS)}",
                       got=repr(answer), hint=f"unknown: {', '.join(unknown)}." if unknown else
                       f"the toolchain allows {ref.ALLOWED}: pick {ref.ALLOWED}.")
     yours, best = _pair(sorted(names)), _pair(REFERENCE_PAIR)
