@@ -11,6 +11,7 @@ gain taken apart build by build and read off the traces.
 * :func:`print_models`, :func:`ablation`, :func:`print_ablation`, :func:`print_claim`: the tables
   of the lab and the seeds' 3x claim against the batch-1 builds;
 * :func:`time_by_op`, :func:`plot_time_by_op`: where each build's time goes, by op type;
+  :func:`launch_us`, :func:`print_launches`: how much of it is launch start-up;
 * :func:`relu_time_by_producer`: the ReLU launches of a build, by the op type that feeds them
   (which ones a Conv+BN+ReLU fusion can absorb);
 * :func:`layer_task`, :func:`run_layer`: one conv task of a build, launched alone with the
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..bench.model import NAIVE, OPTIMISATIONS, OPTIMISED, Build, _passes
 from ..chips import get_chip
+from ..errors import GraphError
 from ..graph import zoo
 from ..graph.compile import compile_graph, launch_attrs
 from ..ops import registry
@@ -141,6 +143,24 @@ def plot_time_by_op(model: str, builds: dict, ax=None):
     return ax
 
 
+def launch_us(model: str, build: Build) -> float:
+    """Microseconds of a build's run that are launch start-up: what each AI Core launch (and each
+    data move) paid before its cores started."""
+    _, trace = run(model, build)
+    c = trace.chip
+    cycles = sum(r.trace.launch_cycles if r.trace is not None else c.launch.launch_cycles
+                 for r in trace.records if r.engine in ("AiCore", "DataMove"))
+    return cycles / (c.clock_ghz * 1000)
+
+
+def print_launches(model: str = "resnet50") -> None:
+    """Each build's tasks and the share of its latency that is launch start-up."""
+    for label, b in (("naive", NAIVE), ("optimised", OPTIMISED)):
+        trace, us = run(model, b)[1], launch_us(model, b)
+        print(f"{MODELS[model]} {label:<10} {len(trace.records):>4} tasks, {us:6,.0f} us of launch start-up: "
+              f"{us / trace.latency_us:.0%} of its {trace.latency_us:,.0f} us")
+
+
 def relu_time_by_producer(model: str = "resnet50", build: Build = NAIVE) -> dict:
     """{op type feeding the ReLU: (launches, microseconds)} over a build's ReLU tasks."""
     cm, trace = run(model, build)
@@ -156,11 +176,11 @@ def relu_time_by_producer(model: str = "resnet50", build: Build = NAIVE) -> dict
 
 # -- one layer alone: the challenge ------------------------------------------------------------------
 def layer_task(name: str, model: str = "resnet50", build: Build = NAIVE):
-    """The compiled task of layer ``name`` in a build (a KeyError names the layers)."""
+    """The compiled task of layer ``name`` in a build (a GraphError names some of its tasks)."""
     cm, _ = run(model, build)
     tasks = {t.name: t for t in cm.tasks}
     if name not in tasks:
-        raise KeyError(f"no task {name!r} in {model}'s build; tasks are named after the graph's nodes, "
+        raise GraphError(f"no task {name!r} in {model}'s build; tasks are named after the graph's nodes, "
                        f"e.g. {', '.join(list(tasks)[:4])}")
     return tasks[name]
 
@@ -179,5 +199,5 @@ def run_layer(name: str, tiles=None, model: str = "resnet50", build: Build = NAI
 
 
 __all__ = ["ALLOWED", "BATCH", "CHIP", "MODELS", "SEED_CLAIM", "SEQ", "ablation", "alone", "figures", "layer_task",
-           "model_graph", "plot_time_by_op", "print_ablation", "print_claim", "print_models",
+           "model_graph", "plot_time_by_op", "print_ablation", "print_claim", "print_launches", "print_models",
            "relu_time_by_producer", "run", "run_layer", "time_by_op"]
