@@ -124,21 +124,27 @@ def time_by_op(model: str, build: Build) -> dict:
     return run(model, build)[1].time_by("op_type")
 
 
+#: one colour per op type in every picture of the lab (others grey)
+OP_COLORS = {"Conv2D": "tab:blue", "BatchNorm": "tab:orange", "Relu": "tab:green", "Add": "tab:purple",
+             "AddRelu": "tab:red", "MatMul": "tab:brown", "MaxPool": "tab:pink", "ReduceMean": "tab:olive",
+             "TransData": "tab:cyan"}
+
+
 def plot_time_by_op(model: str, builds: dict, ax=None):
     """A stacked bar per build ({label: Build}) of its time by op type."""
     import matplotlib.pyplot as plt
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3), layout="constrained")
+        _, ax = plt.subplots(figsize=(8, 0.6 * len(builds) + 1.6), layout="constrained")
     times = {label: time_by_op(model, b) for label, b in builds.items()}
     ops = sorted({op for t in times.values() for op in t}, key=lambda op: -max(t.get(op, 0) for t in times.values()))
     bottom = np.zeros(len(times))
     for op in ops:
         ms = np.array([t.get(op, 0.0) / 1000 for t in times.values()])
-        ax.barh(list(times), ms, left=bottom, label=op)
+        ax.barh(list(times), ms, left=bottom, label=op, color=OP_COLORS.get(op, "tab:gray"))
         bottom += ms
     ax.invert_yaxis()
     ax.set_xlabel("ms (the stream's tasks one after another)")
-    ax.legend(ncols=4, fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.set_title(f"{MODELS[model]}, batch {BATCH}, on the {CHIP}: time by op type")
     return ax
 
