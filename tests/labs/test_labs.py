@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
 NAMES = ["00_environment", "01_architecture", "02_first_kernel", "03_tiling", "04_double_buffering",
          "05_matmul_cube", "06_convolution", "07_norms_activations", "08_fusion",
-         "09_graph_compile_memory"]
+         "09_graph_compile_memory", "15_capstone"]
 NOTEBOOK_LIMIT_S = 300.0
 SANITIZE = LABS / nbbuild.SANITIZE_FILE
 
