@@ -53,7 +53,7 @@ OPTIMISED = Build(True, True, True, True, True)
 OPTIMISATIONS = ("fusion", "tiling", "double_buffering", "static_memory", "small_channel")
 
 
-def _passes(build: Build, chip):
+def pass_pipeline(build: Build, chip):
     """The pass pipeline of a build (all of GE's passes, or none)."""
     if not build.fusion:
         return None
@@ -63,7 +63,7 @@ def _passes(build: Build, chip):
 def run_build(graph, chip, build: Build, iterations: int = 1) -> dict:
     """Compile ``graph`` as ``build`` says and time it: the figures of one build."""
     t0 = time.perf_counter()
-    cm = compile_graph(graph, chip, passes=_passes(build, chip), options=build.options())
+    cm = compile_graph(graph, chip, passes=pass_pipeline(build, chip), options=build.options())
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     ex = Executor(cm)
@@ -138,4 +138,4 @@ def format_model(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Build", "NAIVE", "OPTIMISED", "OPTIMISATIONS", "MODELS", "bench_model", "format_model", "run_build"]
+__all__ = ["pass_pipeline", "Build", "NAIVE", "OPTIMISED", "OPTIMISATIONS", "MODELS", "bench_model", "format_model", "run_build"]

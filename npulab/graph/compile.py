@@ -227,20 +227,15 @@ def _pick(same: list, chip: ChipSpec, options: BuildOptions) -> None:
 
 
 def launch_attrs(task: Task) -> dict:
-    """A task's attributes as its kernel takes them: the recorded tiles (:func:`pick_tilings`)
-    become the kernel's ``tiling`` argument."""
-    attrs = task.kernel_attrs()
-    rec = attrs.pop("tiles", None)
-    if rec is not None:
-        fam = search.family_named(rec["family"])
-        attrs["tiling"] = fam.tiles(**{k: v for k, v in task.attrs["tiles"]["tiles"].items()})
-    return attrs
+    """A task's attributes as its kernel takes them (:meth:`~npulab.graph.lower.Task.launch_attrs`:
+    the recorded tiles become the kernel's ``tiling`` argument)."""
+    return task.launch_attrs()
 
 
-def _best_plan(g: Graph, chip: ChipSpec, mode):
+def _best_plan(g: Graph, chip: ChipSpec, mode, tasks: list):
     """The static plan with the smaller arena of the best-fit and greedy-by-size planners (each
     wins on some graphs; both take milliseconds), or the dynamic plan."""
-    plans = [memory.plan_memory(g, chip, planner=p, mode=mode) for p in ("best_fit", "greedy_by_size")]
+    plans = [memory.plan_memory(g, chip, planner=p, mode=mode, tasks=tasks) for p in ("best_fit", "greedy_by_size")]
     return min(plans, key=lambda p: p.peak) if plans[0].mode.static else plans[0]
 
 
@@ -258,7 +253,7 @@ def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = Bu
     tasks = lower(g, chip)
     apply_options(tasks, chip, options)
     distinct = pick_tilings(tasks, chip, progress, options)
-    plan = _best_plan(g, chip, options.memory_mode)
+    plan = _best_plan(g, chip, options.memory_mode, tasks)
     engines: dict[str, int] = {}
     for t in tasks:
         engines[t.engine] = engines.get(t.engine, 0) + 1

@@ -32,6 +32,7 @@ import numpy as np
 from ..arch import ACC_DTYPE
 from ..chips import ChipSpec, get_chip
 from ..errors import GraphError
+from ..kernels import search
 from ..ops import registry
 from .schema import depth_one_args
 from .ir import Graph
@@ -77,6 +78,15 @@ class Task:
         def tup(v):
             return tuple(tup(x) for x in v) if isinstance(v, list) else v
         return {k: tup(v) for k, v in self.attrs.items()}
+
+    def launch_attrs(self) -> dict:
+        """The attributes as the launch takes them: the tiles the compile step recorded
+        (``tiles``: a tiling family and its tiles) become the kernel's ``tiling`` argument."""
+        attrs = self.kernel_attrs()
+        rec = attrs.pop("tiles", None)
+        if rec is not None:
+            attrs["tiling"] = search.family_named(rec["family"]).tiles(**self.attrs["tiles"]["tiles"])
+        return attrs
 
     def to_json(self) -> dict:
         return asdict(self)

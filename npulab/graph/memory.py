@@ -232,13 +232,14 @@ def liveness(graph: Graph, scratch: dict | None = None, inplace: bool = True,
 # -- scratch from the lowered tasks ---------------------------------------------------------
 def task_workspace(task: Task, chip) -> int:
     """Bytes of GM workspace ``task``'s kernel needs beside its operands: the ``workspace_bytes``
-    its tiling reports (the tiling the dispatcher would pick for these operands), 0 for a task
-    with no kernel or a tiling that reports none."""
+    its tiling reports (the tiles the compile step recorded in it, else the tiling the
+    dispatcher picks for these operands), 0 for a task with no kernel or a tiling that reports
+    none."""
     if task.engine != "AiCore" or task.kernel is None or task.kernel not in registry.op_types():
         return 0
     op = registry.lookup(task.kernel)
     specs = [registry.TensorSpec(tuple(o.shape), np.dtype(o.dtype)) for o in task.operands if o is not None]
-    tiling = registry.dispatcher.tiling(op, specs, get_chip(chip), task.kernel_attrs())
+    tiling = registry.dispatcher.tiling(op, specs, get_chip(chip), task.launch_attrs())
     return int(getattr(tiling, "workspace_bytes", 0))
 
 
@@ -250,13 +251,15 @@ def _operand_bytes(tasks: list, value: str) -> int:
     return 0
 
 
-def node_scratch(graph: Graph, chip) -> dict:
+def node_scratch(graph: Graph, chip, tasks: list | None = None) -> dict:
     """{node name: [(name, nbytes, kind)]}: each node's workspace (the largest of its tasks':
-    they run one after another) and the tensors between its own tasks ("internal")."""
+    they run one after another) and the tensors between its own tasks ("internal"). ``tasks``:
+    the compiled tasks (with the build's tiles and options), used in place of a fresh lowering."""
     chip = get_chip(chip)
+    given = {t.name: t for t in tasks or ()}
     out = {}
     for node in graph.nodes:
-        tasks = lower_node(graph, node, chip)
+        tasks = [given.get(t.name, t) for t in lower_node(graph, node, chip)]
         items = [(v, _operand_bytes(tasks, v), "internal") for t in tasks for v in t.outputs
                  if v not in node.outputs]
         ws = max((task_workspace(t, chip) for t in tasks), default=0)
@@ -414,8 +417,9 @@ def _without_reuse(graph: Graph, live: Liveness, alignment: int) -> int:
 
 
 def plan_memory(graph: Graph, chip=None, *, planner: str = "best_fit", mode=None, inplace: bool = True,
-                alignment: int = MEM_ALIGN, limit: int = EXACT_LIMIT) -> MemoryPlan:
-    """The memory plan of a typed graph (see the module docstring).
+                alignment: int = MEM_ALIGN, limit: int = EXACT_LIMIT, tasks: list | None = None) -> MemoryPlan:
+    """The memory plan of a typed graph (see the module docstring). ``tasks``: the graph's
+    compiled tasks, whose recorded tiles size the workspaces (None: the dispatcher's tilings).
 
     chip: lower each node for it to find its scratch (None: no scratch); planner: "best_fit",
     "greedy_by_size" or "optimal" (a static mode's compile-time planner; ``limit`` bounds the
@@ -425,7 +429,7 @@ def plan_memory(graph: Graph, chip=None, *, planner: str = "best_fit", mode=None
         raise ArgumentError(f"memory plan: planner {planner!r} is not one of {', '.join(PLANNERS)}")
     memory_mode = resolve_mode(mode)
     graph.validate()
-    live = liveness(graph, node_scratch(graph, chip) if chip is not None else None, inplace, alignment)
+    live = liveness(graph, node_scratch(graph, chip, tasks) if chip is not None else None, inplace, alignment)
     blocks = [Block(b.name, b.start, b.end, b.size) for b in live.buffers if b.size > 0]
     if not memory_mode.static:
         offsets, name = first_fit(blocks), "first_fit at run time (nothing planned)"

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bench.model import NAIVE, OPTIMISATIONS, OPTIMISED, Build, _passes
+from ..bench.model import NAIVE, OPTIMISATIONS, OPTIMISED, Build, pass_pipeline
 from ..chips import get_chip
 from ..errors import GraphError
 from ..graph import zoo
@@ -60,9 +60,8 @@ def run(model: str, build: Build = OPTIMISED, chip: str = CHIP, batch: int = BAT
     """(compiled model, ModelTrace) of one build, timing-only; each build runs once a process,
     and a launch another build has simulated already is not simulated again."""
     c = get_chip(chip)
-    cm = compile_graph(model_graph(model, batch), c, passes=_passes(build, c), options=build.options())
-    ex = Executor(cm)
-    ex._timed = _LAUNCHES.setdefault((c.name, batch), {})     # the executor's own memory of launches
+    cm = compile_graph(model_graph(model, batch), c, passes=pass_pipeline(build, c), options=build.options())
+    ex = Executor(cm, _LAUNCHES.setdefault((c.name, batch), {}))   # launches two builds share run once
     return cm, ex.run(None, "timing")[1]
 
 

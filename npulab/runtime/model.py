@@ -164,18 +164,20 @@ def _kernel_input(value: np.ndarray, operand) -> np.ndarray:
 
 class Executor:
     """Runs a :class:`~npulab.graph.compile.CompiledModel`'s tasks; remembers each distinct
-    launch's timing-only trace for the model's life."""
+    launch's timing-only trace for the model's life. ``launches``: a dict to keep those traces
+    in, shared between executors (two builds of one model that launch the same kernel on the
+    same operands and tiles simulate it once)."""
 
-    def __init__(self, model: CompiledModel):
+    def __init__(self, model: CompiledModel, launches: dict | None = None):
         self.model = model
         self.nodes = {n.name: n for n in model.graph.nodes}
-        self._timed: dict = {}
+        self._timed: dict = {} if launches is None else launches
 
     # -- one task ----------------------------------------------------------------------------
     def _launch(self, task: Task, values: dict | None, mode: str):
         chip = self.model.chip
         if mode == "timing":
-            key = task_key(task)
+            key = (chip.name, chip.source, task_key(task))
             if key not in self._timed:
                 zeros = [np.broadcast_to(np.zeros((), o.dtype), tuple(o.shape)) for o in task.operands if o is not None]
                 self._timed[key] = registry.dispatch(task.kernel, *zeros, chip=chip, mode="timing",

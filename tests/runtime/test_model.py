@@ -210,3 +210,12 @@ def test_fuzzed_compiled_model_files_load_unchanged_or_are_refused(small, tmp_pa
         for k, a in small.graph.constants.items():
             np.testing.assert_array_equal(back.graph.constants[k], a)
     assert refused > 150
+
+
+def test_executors_can_share_their_launches(small):
+    shared = {}
+    _, a = Executor(small, shared).run(None, "timing")
+    n = len(shared)
+    assert n == small.report["tilings"]                    # one trace a distinct kernel launch
+    _, b = Executor(small, shared).run(None, "timing")
+    assert len(shared) == n and [id(r.trace) for r in a.records] == [id(r.trace) for r in b.records]
