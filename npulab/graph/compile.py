@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 
 from ..chips import ChipSpec, chip_from_toml, chip_names, get_chip
 from ..errors import ArgumentError, GraphError, NpuError, OfflineModelError
@@ -109,9 +108,6 @@ class CompiledModel:
     def name(self) -> str:
         return self.graph.name
 
-    def aicore_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.engine == "AiCore"]
-
     def summary(self) -> str:
         """The compile report as aligned text (what ``npulab atc`` prints)."""
         r = self.report
@@ -179,11 +175,6 @@ def load_model(path) -> "CompiledModel":
     return CompiledModel(graph, chip, tasks, report, plan)
 
 
-def task_specs(task: Task) -> list:
-    """The kernel's input specs (shape, dtype) of an AI Core task, in its operand order."""
-    return [registry.TensorSpec(tuple(o.shape), np.dtype(o.dtype)) for o in task.operands if o is not None]
-
-
 def task_key(task: Task) -> tuple:
     """What a launch's timing depends on: kernel, operand shapes and dtypes, attributes. Two
     tasks with one key run the same instructions (a model simulates each key once)."""
@@ -217,19 +208,13 @@ def _pick(same: list, chip: ChipSpec, options: BuildOptions) -> None:
     """The tiling of one distinct task, recorded in each task that repeats it."""
     t = same[0]
     if options.tiling == "seed" and t.kernel in CONV_KERNELS:
-        tiling = _seed_conv(t.kernel, task_specs(t), chip, t.kernel_attrs(), options.buffers)
+        tiling = _seed_conv(t.kernel, t.specs(), chip, t.kernel_attrs(), options.buffers)
     else:
-        tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), task_specs(t), chip, t.kernel_attrs())
+        tiling = registry.dispatcher.tiling(registry.lookup(t.kernel), t.specs(), chip, t.kernel_attrs())
     fam = search.family_of(tiling.problem) if hasattr(tiling, "tiles") and hasattr(tiling, "problem") else None
     if fam is not None and "tiling" in registry.attributes(t.kernel):
         for each in same:
             each.attrs["tiles"] = {"family": fam.op, "tiles": fam.encode(tiling)}
-
-
-def launch_attrs(task: Task) -> dict:
-    """A task's attributes as its kernel takes them (:meth:`~npulab.graph.lower.Task.launch_attrs`:
-    the recorded tiles become the kernel's ``tiling`` argument)."""
-    return task.launch_attrs()
 
 
 def _best_plan(g: Graph, chip: ChipSpec, mode, tasks: list):
@@ -264,4 +249,4 @@ def compile_graph(graph: Graph, chip, *, passes=None, options: BuildOptions = Bu
     return CompiledModel(g, chip, tasks, report, plan)
 
 
-__all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "launch_attrs", "load_model", "save_model", "pick_tilings", "task_key", "task_specs"]
+__all__ = ["BuildOptions", "apply_options", "SEED_MATMUL", "CONV_KERNELS", "CompiledModel", "compile_graph", "load_model", "save_model", "pick_tilings", "task_key"]

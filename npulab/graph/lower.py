@@ -73,6 +73,11 @@ class Task:
     attrs: dict = field(default_factory=dict)   # the kernel's attributes (JSON values)
     bytes_moved: int = 0      # for a data move or an AI CPU task: bytes read and written
 
+    def specs(self) -> list:
+        """The kernel's input specs (shape, dtype), in its operand order (optional ones left out
+        skipped): what the dispatcher picks a tiling for."""
+        return [registry.TensorSpec(tuple(o.shape), np.dtype(o.dtype)) for o in self.operands if o is not None]
+
     def kernel_attrs(self) -> dict:
         """The attributes as the kernel takes them (lists as tuples: the tiling cache hashes them)."""
         def tup(v):

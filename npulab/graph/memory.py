@@ -238,8 +238,7 @@ def task_workspace(task: Task, chip) -> int:
     if task.engine != "AiCore" or task.kernel is None or task.kernel not in registry.op_types():
         return 0
     op = registry.lookup(task.kernel)
-    specs = [registry.TensorSpec(tuple(o.shape), np.dtype(o.dtype)) for o in task.operands if o is not None]
-    tiling = registry.dispatcher.tiling(op, specs, get_chip(chip), task.launch_attrs())
+    tiling = registry.dispatcher.tiling(op, task.specs(), get_chip(chip), task.launch_attrs())
     return int(getattr(tiling, "workspace_bytes", 0))
 
 

@@ -28,9 +28,9 @@ from ..bench.model import NAIVE, OPTIMISATIONS, OPTIMISED, Build, pass_pipeline
 from ..chips import get_chip
 from ..errors import GraphError
 from ..graph import zoo
-from ..graph.compile import compile_graph, launch_attrs
+from ..graph.compile import compile_graph
 from ..ops import registry
-from ..runtime.model import Executor
+from ..runtime.model import Executor, timing_operands
 
 CHIP = "910"
 BATCH = 1
@@ -194,13 +194,12 @@ def run_layer(name: str, tiles=None, model: str = "resnet50", build: Build = NAI
     """The timing-only trace of layer ``name`` launched alone: with ``tiles`` (ConvTiles), else
     with the tiling its build recorded; ``tiles="default"``: the tiling search's default."""
     task = layer_task(name, model, build)
-    attrs = launch_attrs(task)
+    attrs = task.launch_attrs()
     if tiles == "default":
         attrs.pop("tiling")
     elif tiles is not None:
         attrs["tiling"] = tiles
-    zeros = [np.broadcast_to(np.zeros((), o.dtype), tuple(o.shape)) for o in task.operands if o is not None]
-    return registry.dispatch(task.kernel, *zeros, chip=CHIP, mode="timing", **attrs)[1]
+    return registry.dispatch(task.kernel, *timing_operands(task), chip=CHIP, mode="timing", **attrs)[1]
 
 
 __all__ = ["ALLOWED", "BATCH", "CHIP", "MODELS", "SEED_CLAIM", "SEQ", "ablation", "alone", "figures", "layer_task",

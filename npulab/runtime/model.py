@@ -32,7 +32,7 @@ import numpy as np
 from ..chips import ChipSpec
 from ..errors import ArgumentError, DeviceMemoryError, GraphError
 from ..graph import reference
-from ..graph.compile import CompiledModel, launch_attrs, load_model, task_key
+from ..graph.compile import CompiledModel, load_model, task_key
 from ..graph.lower import Task
 from ..ops import registry
 from .copy import copy_us
@@ -155,6 +155,21 @@ def _data_move_cycles(chip: ChipSpec, nbytes: int) -> float:
     return chip.launch.launch_cycles + nbytes / chip.gm_sustained_bytes_per_cycle
 
 
+def _zeros(shape, dtype) -> np.ndarray:
+    """A zero array of ``shape`` that holds one element (what a timing-only run or a copy's
+    size needs: the shape and dtype, no values)."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+
+def timing_operands(task: Task) -> list:
+    """The operands a timing-only launch of ``task`` takes: zeros of each operand's kernel shape."""
+    return [_zeros(o.shape, o.dtype) for o in task.operands if o is not None]
+
+
+def _zeros_of(g, values) -> dict:
+    return {v: _zeros(g.type_of(v).shape, g.type_of(v).dtype) for v in values}
+
+
 def _kernel_input(value: np.ndarray, operand) -> np.ndarray:
     a = np.asarray(value)
     if tuple(a.shape) != tuple(operand.shape):
@@ -179,12 +194,11 @@ class Executor:
         if mode == "timing":
             key = (chip.name, chip.source, task_key(task))
             if key not in self._timed:
-                zeros = [np.broadcast_to(np.zeros((), o.dtype), tuple(o.shape)) for o in task.operands if o is not None]
-                self._timed[key] = registry.dispatch(task.kernel, *zeros, chip=chip, mode="timing",
-                                                     **launch_attrs(task))[1]
+                self._timed[key] = registry.dispatch(task.kernel, *timing_operands(task), chip=chip, mode="timing",
+                                                     **task.launch_attrs())[1]
             return None, self._timed[key]
         arrays = [_kernel_input(values[o.value], o) for o in task.operands if o is not None]
-        return registry.dispatch(task.kernel, *arrays, chip=chip, mode="functional", **launch_attrs(task))
+        return registry.dispatch(task.kernel, *arrays, chip=chip, mode="functional", **task.launch_attrs())
 
     def _reference(self, task: Task, values: dict) -> list:
         node = self.nodes[task.name]
@@ -341,7 +355,7 @@ class Model:
         graph's input types)."""
         g = self.compiled.graph
         if mode == "timing" and inputs is None:
-            shaped = {v: np.broadcast_to(np.zeros((), g.type_of(v).dtype), g.type_of(v).shape) for v in g.inputs}
+            shaped = _zeros_of(g, g.inputs)
         else:
             shaped = _checked_feeds(self.compiled, inputs)
         plan = self.compiled.plan
@@ -353,8 +367,7 @@ class Model:
         for r in trace.records:
             r.start_us += shift
         end = trace.latency_us
-        results = outs if outs is not None else {v: np.broadcast_to(np.zeros((), g.type_of(v).dtype),
-                                                                   g.type_of(v).shape) for v in g.outputs}
+        results = outs if outs is not None else _zeros_of(g, g.outputs)
         copy_out = self._copies("DEVICE_TO_HOST", results, end)
         trace.records = copy_in + trace.records + copy_out
         return outs, trace
@@ -388,4 +401,4 @@ def _checked_feeds(model: CompiledModel, feeds) -> dict:
     return out
 
 
-__all__ = ["Executor", "Model", "ModelTrace", "OpRecord", "MODES", "load_from_file"]
+__all__ = ["Executor", "Model", "ModelTrace", "OpRecord", "MODES", "load_from_file", "timing_operands"]

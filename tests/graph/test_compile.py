@@ -7,7 +7,7 @@ import pytest
 from npulab import GraphError
 from npulab.errors import ArgumentError
 from npulab.graph import Graph, memory, zoo
-from npulab.graph.compile import SEED_MATMUL, BuildOptions, compile_graph, launch_attrs, task_key, task_specs
+from npulab.graph.compile import SEED_MATMUL, BuildOptions, compile_graph, task_key
 from npulab.kernels.conv.tiling import ConvTiles
 from npulab.ops import registry
 from npulab.runtime.model import Executor
@@ -25,7 +25,7 @@ def test_every_cube_task_carries_its_tiles(graph):
     cube = [t for t in cm.tasks if t.kernel in ("Conv2D", "BatchMatMul")]
     assert cube and all(t.attrs["tiles"]["family"] in ("conv", "matmul") for t in cube)
     conv = next(t for t in cube if t.kernel == "Conv2D")
-    assert isinstance(launch_attrs(conv)["tiling"], ConvTiles) and "tiles" not in launch_attrs(conv)
+    assert isinstance(conv.launch_attrs()["tiling"], ConvTiles) and "tiles" not in conv.launch_attrs()
     assert cm.report["tilings"] == len({task_key(t) for t in cm.tasks if t.engine == "AiCore" and t.kernel})
     assert cm.report["nodes_before"] == cm.report["nodes_after"] == len(graph.nodes)
     assert "AiCore" in cm.summary() and sum(cm.report["engines"].values()) == len(cm.tasks)
@@ -60,7 +60,7 @@ def test_small_channel_selects_the_c04_stem_as_atc_does(graph):
     b, _ = Executor(on).run({"x": x}, "functional")
     # one network in fp16 with two summation orders of the stem's K: within 2% of each other
     np.testing.assert_allclose(a["fc"].astype(np.float32), b["fc"].astype(np.float32), rtol=2e-2, atol=2e-2)
-    problems = [registry.dispatcher.tiling(registry.lookup("Conv2D"), task_specs(t), off.chip, launch_attrs(t)).problem
+    problems = [registry.dispatcher.tiling(registry.lookup("Conv2D"), t.specs(), off.chip, t.launch_attrs()).problem
                 for t in (stem_off, stem_on)]
     assert [p.c04 for p in problems] == [False, True]
 
