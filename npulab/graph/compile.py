@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
-
+from pathlib import Path
 
 from ..chips import ChipSpec, chip_from_toml, chip_names, get_chip
 from ..errors import ArgumentError, GraphError, NpuError, OfflineModelError
