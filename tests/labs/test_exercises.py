@@ -17,6 +17,7 @@ import nbformat
 import numpy as np
 import pytest
 
+import labcases
 import npulab
 from npulab import lang
 from npulab.bench.model import NAIVE, OPTIMISATIONS
@@ -721,6 +722,9 @@ CASES = {
                               (_layer_fix(tile_m=256, tile_n=256, c1_step=32, tile_k0=256, block_dim=32), "cannot run"),
                               ((ConvTiles(),), "a pair")], (..., ...)),
 }
+_twice = set(CASES) & set(labcases.CASES)
+assert not _twice, f"cases both here and in labcases: {sorted(_twice)}"
+CASES.update(labcases.CASES)        # each lab's newer cases live in tests/labcases/labNN.py
 
 
 def _checker(key: str):

@@ -84,21 +84,28 @@ class Exercise:
     name: str          # "largest_buffer"
     concept: str       # what a failure sends the learner back to
     performance: bool  # graded on cycles too
+    key: tuple = ()    # the reference answer's key tokens, as its solution code writes them
+    challenge: bool = False   # the lab's closing challenge (a performance target, no one-line fix)
 
 
 #: Every exercise, by "lab.name" (e.g. "00.largest_buffer"), in definition order.
 REGISTRY: dict[str, Exercise] = {}
 
 
-def exercise(lab: str, concept: str, performance: bool = False):
+def exercise(lab: str, concept: str, performance: bool = False, key: tuple = (), challenge: bool = False):
     """Register a grading function ``f(answer) -> Verdict`` as the checker of one exercise.
+
+    ``key`` names the reference answer's key tokens, each as the solution region writes it
+    (``"// (2 * 2)"``, ``"'in_x'"``): the labs' tests hold that none of them is printed or
+    stated above the exercise, so the answer has to be reasoned out, not copied. ``challenge``
+    marks the lab's closing challenge.
 
     The returned callable prints the verdict and returns None (a check cell shows only the
     text); ``.grade(answer)`` returns the Verdict. An exception from the learner's code becomes
     a FAIL naming it, never an error in the notebook.
     """
     def deco(fn):
-        ex = Exercise(lab, fn.__name__, concept, performance)
+        ex = Exercise(lab, fn.__name__, concept, performance, tuple(key), challenge)
         REGISTRY[f"{lab}.{ex.name}"] = ex
 
         def grade(answer) -> Verdict:
