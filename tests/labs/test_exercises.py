@@ -739,6 +739,11 @@ def test_enough_exercises_and_every_one_is_tested():
     assert any(ex.performance for ex in REGISTRY.values())
 
 
+def test_every_checker_is_tested_against_at_least_two_typical_mistakes():
+    few = {k: len(v[1]) for k, v in CASES.items() if len(v[1]) < 2}
+    assert not few, f"each exercise's case needs two typical mistakes or more: {few}"
+
+
 @pytest.mark.parametrize("key", sorted(CASES))
 def test_reference_solution_passes(key, capsys):
     answer = resolved(CASES[key][0])
