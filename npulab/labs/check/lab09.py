@@ -28,7 +28,8 @@ def _pair(v):
 
 
 @exercise("09", "liveness: a value lives from the step that writes it to the last step that reads it, "
-                "the half-open [write, last read + 1); a graph output to the end of the run")
+                "the half-open [write, last read + 1); a graph output to the end of the run",
+          key=('"b": (1, 6)', '"d": (3, 7)', '"e": (4, 6)'))
 def lifetimes(answer):
     """{value: (start, end)} for every value a node of lab09.liveness_graph() writes."""
     if is_blank(answer):
@@ -78,7 +79,8 @@ def _graded_plan(fn, blocks):
 
 
 @exercise("09", "offset planning: tensors live at a common step may not share a byte; a tensor dead by "
-                "then leaves its bytes to the next one, so the arena is near the most bytes live at once")
+                "then leaves its bytes to the next one, so the arena is near the most bytes live at once",
+          key=("off + b.size <= offsets[o.name]", "off = max(off, offsets[o.name] + o.size)"))
 def planner(fn):
     """``fn(blocks) -> {name: offset}`` on exercise 2's problems: valid, within 150% of the optimum."""
     if (v := screen_function(fn, "plan_offsets")) is not None:
@@ -105,7 +107,8 @@ def planner(fn):
 # -- exercise 3: a fusion rule -----------------------------------------------------------------------------
 @exercise("09", "a fusion rule rewrites a pattern only where it computes the same: Mul by a per-channel "
                 "constant after a conv scales each output channel's weights and its bias, if nothing else "
-                "reads the conv's output")
+                "reads the conv's output",
+          key=("w * s.reshape(-1, 1, 1, 1)", "b * s.reshape(-1)"))
 def fold_rule(fn):
     """``fn(draft, record, chip)``: the rule, run on lab09.scale_graph()."""
     if (v := screen_function(fn, "fold_channel_scale")) is not None:
@@ -150,7 +153,8 @@ def fold_rule(fn):
 
 # -- exercise 4: the largest batch that fits ----------------------------------------------------------------
 @exercise("09", "a model's device memory is its weights plus the planned peak of its intermediates, each "
-                "one aclrtMalloc rounded to 2 MB huge pages; the activations grow with the batch")
+                "one aclrtMalloc rounded to 2 MB huge pages; the activations grow with the batch",
+          key=("pages(b * one.peak)",))
 def largest_batch(answer):
     """The largest batch of exercise 4's model that loads on the crowded 910."""
     if is_blank(answer):
@@ -190,7 +194,7 @@ def challenge_target(blocks) -> int:
 
 @exercise("09", "an offset planner's order decides its peak: best fit and greedy-by-size place each tensor "
                 "once, in one order; a better plan tries other orders (or moves tensors) and keeps the best",
-          performance=True)
+          performance=True, key=("min(plans, key=lambda p: peak(blocks, p))",))
 def beat_best_fit(fn):
     """``fn(blocks) -> {name: offset}`` on lab09.adversarial_blocks(): valid and at most the target."""
     if (v := screen_function(fn, "better_planner")) is not None:

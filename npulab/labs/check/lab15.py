@@ -25,7 +25,8 @@ def _naive_us(model: str = "resnet50") -> dict:
 
 # -- exercise 1: predict fusion's gain --------------------------------------------------------------
 @exercise("15", "fusion removes the launches it absorbs: each BatchNorm and the ReLU after it go into the "
-                "conv's epilogue, each residual Add and its ReLU become one AddRelu kernel")
+                "conv's epilogue, each residual Add and its ReLU become one AddRelu kernel",
+          key=('naive_us["BatchNorm"] + naive_us["Relu"]',))
 def fusion_latency(answer):
     """The naive ResNet-50 build's latency (ms) with fusion on and nothing else, predicted."""
     if is_blank(answer):
@@ -71,7 +72,8 @@ def _pair(names) -> float:
 
 
 @exercise("15", "the ablation and the traces: what each optimisation removes, and which gains compound "
-                "(static memory changes memory only; C04 touches the stem conv alone)")
+                "(static memory changes memory only; C04 touches the stem conv alone)",
+          key=('{"fusion", "tiling"}',))
 def two_optimisations(answer):
     """The ALLOWED optimisations (names of OPTIMISATIONS) that make ResNet-50 at batch 1 fastest."""
     if is_blank(answer):
@@ -108,7 +110,8 @@ def _slowest() -> str:
 
 @exercise("15", "the slowest layer at batch 1: a late 3 x 3 conv whose output has few rows, so the seed's "
                 "128 x 128 tiles give only a few cores work; smaller N tiles on every core, longer K "
-                "steps and double buffering fix it", performance=True)
+                "steps and double buffering fix it", performance=True,
+          key=("tile_m=64, tile_n=16, c1_step=4",))
 def slowest_layer_fix(answer):
     """(name of the naive build's slowest task, ConvTiles for it)."""
     if is_blank(answer) or (isinstance(answer, tuple) and any(a is Ellipsis for a in answer)):
