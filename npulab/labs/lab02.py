@@ -196,6 +196,17 @@ def add_stream_serial(x, y, z):
         wait_flag(PIPE_MTE3, PIPE_MTE2, 0)
 
 
+def unpaired_flags(trace) -> list[str]:
+    """The flags ``trace``'s kernel set more often than it waited on them ("V->MTE2 #0", ...).
+    Ascend C wants every SetFlag paired with a WaitFlag (msSanitizer's synchronisation check
+    reports the rest): a set left over is still pending when the next kernel starts."""
+    from collections import Counter
+    names = [str(n) for n in trace.name]
+    sets = Counter(n.split(" ", 1)[1] for n in names if n.startswith("set_flag "))
+    waits = Counter(n.split(" ", 1)[1] for n in names if n.startswith("wait_flag "))
+    return sorted(f for f in sets if sets[f] > waits[f])
+
+
 def stream_reference_cycles(n: int = STREAM_N, chip: str = CHIP) -> int:
     """Cycles of the package's queue-based Add (two slots per queue, the challenge's tile) on
     one core: what the queues' own flags reach."""

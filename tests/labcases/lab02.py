@@ -15,11 +15,12 @@ def _tiles(n, whole_only=False):
     return [t for t in out if t[1] == STREAM_TILE] if whole_only else out
 
 
-def _stream(slots=2, backward=True, tail=True, drain_each=False):
+def _stream(slots=2, backward=True, tail=True, drain_each=False, pair=True):
     """The challenge's kernel with ``slots`` sets of UB tensors, or one of its typical slips:
     ``backward=False`` leaves out the flags that guard a slot's reuse; ``tail=False`` stops at
     the last whole tile; ``drain_each`` waits for each tile's z to leave before the next tile's
-    copies (two slots, used one after the other)."""
+    copies (two slots, used one after the other); ``pair=False`` leaves the last tiles' flags
+    set and never waited on."""
     def add_stream(x, y, z):
         sets = [scratch(STREAM_TILE, (f"x{s}", f"y{s}", f"z{s}")) for s in range(slots)]
         for i, (at, n) in enumerate(_tiles(x.size, whole_only=not tail)):
@@ -45,6 +46,9 @@ def _stream(slots=2, backward=True, tail=True, drain_each=False):
             if drain_each:
                 set_flag(PIPE_MTE3, PIPE_MTE2, 0)
                 wait_flag(PIPE_MTE3, PIPE_MTE2, 0)
+        for s in range(slots if backward and pair else 0):
+            wait_flag(PIPE_V, PIPE_MTE2, s)
+            wait_flag(PIPE_MTE3, PIPE_V, s)
     return add_stream
 
 
@@ -81,6 +85,7 @@ CASES: dict = {
                             (_stream(drain_each=True), "take turns"),          # two slots, used in turn
                             (_stream(backward=False), "slot used again"),      # the reuse unguarded
                             (_stream(tail=False), "tail"),
+                            (_stream(pair=False), "come in pairs"),
                             (_stream_wait_first, "earlier tile to wait for")],
                            _stream_blank),
 }

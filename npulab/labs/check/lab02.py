@@ -242,6 +242,13 @@ def stream_pingpong(kernel):
                 if bad[0] >= tail[0] else "copy each tile in, add it and copy it out at its own offset.")
         return failed("z is not x + y", expected=f"z[{bad[0]}] = {float(want[bad[0]])!r}",
                       got=f"z[{bad[0]}] = {float(z[bad[0]])!r} ({len(bad):,} elements wrong)", hint=hint)
+    left = ref.unpaired_flags(trace)
+    if left:
+        return failed("right values, but some flags are set and never waited on", expected="a wait for every set",
+                      got="set more often than waited: " + ", ".join(left),
+                      hint="SetFlag / WaitFlag come in pairs: a flag still set when the kernel ends is "
+                           "pending for whatever runs next. After the last tile, wait for the flags "
+                           "nothing waited for.")
     return perf_verdict(trace.cycles, _stream_reference(), f"z = x + y on {x.size:,} elements, flags by hand",
                         "with one slot, each tile's copies wait until the tile before has left UB: the "
                         "pipes take turns. Give each stage two slots to alternate between, and make a "
