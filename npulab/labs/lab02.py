@@ -213,3 +213,44 @@ def stream_reference_cycles(n: int = STREAM_N, chip: str = CHIP) -> int:
     x, y = inputs(n)
     _, trace = launch_add(x, y, AddTiling(n, n, 1, STREAM_TILE, 2), chip)
     return trace.cycles
+
+
+# -- the idea's picture -----------------------------------------------------------------------
+def draw_stages(buffer_num: int = 2, ax=None):
+    """The dataflow of one Add block: x and y in GM, copied by MTE2 into the slots of the queues
+    in_x and in_y in UB, added by the vector unit into a slot of out_z, copied by MTE3 to z in GM.
+    Each queue has ``buffer_num`` slots; the pipes' colours are the gantt's. Returns the Axes."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    from ..plot._style import PIPE_COLORS, new_axes
+    from ..sim.isa import Pipe
+    ax = new_axes(ax, (8, 2.8))
+
+    def box(x0, y0, w, h, text, face):
+        ax.add_patch(Rectangle((x0, y0), w, h, facecolor=face, edgecolor="black"))
+        ax.text(x0 + w / 2, y0 + h / 2, text, ha="center", va="center", fontsize=9)
+
+    def arrow(a, b, pipe):
+        ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=14, lw=2, color=PIPE_COLORS[pipe]))
+
+    ax.add_patch(Rectangle((2.2, 0.2), 4.6, 3.6, facecolor="#f4f4f4", edgecolor="grey", ls="--"))
+    ax.text(4.5, 3.95, "UB (one core)", ha="center", fontsize=9)
+    for row, (gm, queue) in enumerate((("x", "in_x"), ("y", "in_y"))):
+        y0 = 2.4 - 1.6 * row
+        box(0.2, y0, 1.2, 0.8, f"{gm} (GM)", "white")
+        for s in range(buffer_num):
+            box(2.5 + s * 0.9, y0, 0.8, 0.8, f"{queue}\nslot {s}", "#dce9f5")
+        arrow((1.4, y0 + 0.4), (2.5, y0 + 0.4), Pipe.MTE2)
+    for s in range(buffer_num):
+        box(5.0 + s * 0.9, 1.6, 0.8, 0.8, f"out_z\nslot {s}", "#f9e0c7")
+    arrow((2.5 + buffer_num * 0.9, 2.8), (5.0, 2.1), Pipe.V)
+    arrow((2.5 + buffer_num * 0.9, 1.2), (5.0, 1.9), Pipe.V)
+    box(8.2, 1.6, 1.2, 0.8, "z (GM)", "white")
+    arrow((5.0 + buffer_num * 0.9, 2.0), (8.2, 2.0), Pipe.MTE3)
+    for x0, label, pipe in ((1.5, "MTE2\n(CopyIn)", Pipe.MTE2), (4.3, "VECTOR\n(Compute)", Pipe.V),
+                            (7.4, "MTE3\n(CopyOut)", Pipe.MTE3)):
+        ax.text(x0, 0.35 if pipe != Pipe.MTE3 else 2.5, label, ha="center", fontsize=8, color=PIPE_COLORS[pipe])
+    ax.set_xlim(0, 9.6)
+    ax.set_ylim(0, 4.2)
+    ax.set_axis_off()
+    return ax

@@ -115,7 +115,8 @@ def ub_tile(tile):
     tile = int(tile)
     chip = get_chip(ref.CHIP)
     ub, best = chip.buffers.ub, reference_tile()
-    rule = f"3 x 2 x TILE x 2 B <= {ub:,} B, TILE a multiple of 16: TILE = {best}"
+    rule = (f"the largest tile whose slots all fit {ub:,} B of UB, in whole 32-byte blocks "
+            f"(a multiple of 16 fp16 elements)")
     if tile < 1 or tile % 16:
         return failed("not a valid tile", expected=rule, got=f"TILE = {tile}",
                       hint="a tile is a whole number of 32-byte blocks: a positive multiple of 16 fp16 "
@@ -145,9 +146,9 @@ def ub_tile(tile):
         _, largest = launch_add(x, y, add_tiling(x.size, x.dtype, chip, 2, best), chip)
         return failed(f"TILE = {tile} fits, but it is not the largest tile that fits", expected=rule,
                       got=f"TILE = {tile}: {need:,} of {ub:,} B",
-                      hint=f"the slots still have room: {ub - need:,} B of UB are left, enough for "
-                           f"{(best - tile) // 16} more 32-byte block(s) per slot. Divide UB by the 3 x 2 "
-                           f"slots, round down to whole 32-byte blocks, then convert bytes to elements.",
+                      hint=f"the slots still have room: {ub - need:,} B of UB are left. Count the slots "
+                           f"the three queues hold, give each an equal share of UB, round it down to "
+                           f"whole 32-byte blocks, then convert bytes to elements.",
                       lines=[f"the Add of {ref.TILE_N:,} elements in cycles: yours {trace.cycles:,}, the "
                              f"largest tile's {largest.cycles:,} (the measure below shows where a bigger "
                              f"tile stops paying)"])
@@ -195,8 +196,8 @@ def pipe_ranking(answer):
     else:
         hint = ("the vector unit's rate is several times MTE3's: per tile it has as many bytes to "
                 "write as MTE3 has to copy, in far fewer cycles.")
-    return failed("that is not the order of the measured busy cycles", expected=repr(tuple(TRACK_NAMES[p] for p in want)),
-                  got=repr(tuple(answer)), hint=hint, lines=[f"measured: {table}"])
+    return failed("that is not the order of the measured busy cycles", expected="the busiest pipe first",
+                  got=repr(tuple(answer)), hint=hint)
 
 
 # -- the challenge ------------------------------------------------------------------------------
