@@ -69,7 +69,7 @@ def _stream_wait_first(x, y, z):
 
 
 def _stream_blank(x, y, z):
-    """z = x + y over x.size elements, TILE at a time, flags by hand."""
+    """z = x + y over x.size elements, STREAM_TILE at a time, flags by hand."""
     ...
 
 
