@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 
 import numpy as np
 
@@ -200,7 +201,6 @@ def unpaired_flags(trace) -> list[str]:
     """The flags ``trace``'s kernel set more often than it waited on them ("V->MTE2 #0", ...).
     Ascend C wants every SetFlag paired with a WaitFlag (msSanitizer's synchronisation check
     reports the rest): a set left over is still pending when the next kernel starts."""
-    from collections import Counter
     names = [str(n) for n in trace.name]
     sets = Counter(n.split(" ", 1)[1] for n in names if n.startswith("set_flag "))
     waits = Counter(n.split(" ", 1)[1] for n in names if n.startswith("wait_flag "))

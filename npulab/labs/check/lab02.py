@@ -251,6 +251,6 @@ def stream_pingpong(kernel):
                            "pending for whatever runs next. After the last tile, wait for the flags "
                            "nothing waited for.")
     return perf_verdict(trace.cycles, _stream_reference(), f"z = x + y on {x.size:,} elements, flags by hand",
-                        "with one slot, each tile's copies wait until the tile before has left UB: the "
-                        "pipes take turns. Give each stage two slots to alternate between, and make a "
-                        "slot's reuse wait only for the tile that used that slot last.")
+                        "the pipes take turns: a tile's copies in still wait for the tile before to leave "
+                        "UB. Give the tiles a second set of tensors to alternate between, and make a "
+                        "tensor's reuse wait only for the pipe that used that tensor last.")
