@@ -4,8 +4,14 @@ tuned comparison (the NZ picture is :func:`npulab.plot.plot_nz`).
 * :func:`kloop_kernel`, :func:`run_kloop`: a one-core matmul whose K loop (L1 -> L0A/L0B ->
   mmad into L0C) is a function the learner writes; :func:`k_loop_reference` is one;
 * :func:`see_it`: the package's matmul template on the teaching chip (a trace to look at);
-* :func:`perf_explorer`: the tiling explorer on exercise 3's problem, graded as the check
-  grades it (a full timing-mode simulation, utilization = lower bound / cycles);
+* :func:`gm_to_l1_bytes`: the bytes a tiling copies from GM into L1, counted in a timing run
+  (what exercise 3 predicts);
+* :func:`mix_run`, :func:`plot_mix`, :func:`print_c_paths`, :func:`mix_counts`: the 910B's
+  split AI core: the fused matmul (a mix kernel, one AIC and two AIVs per AI core) run in
+  timing mode, its three cores' gantts one above the other, where the cube's output goes on
+  the 910B and on the 910, and the cross-core flags and workspace bytes of a run (exercise 4);
+* :func:`perf_explorer`: the tiling explorer on the challenge's problem (each setting a full
+  timing-mode simulation, as the check runs);
 * :func:`compare`: cycles and utilization of the naive, seed, default and autotuned tilings
   of one problem on the 910 (timing mode; long runs extrapolated by the bench), and
   :func:`print_extrapolation`: an extrapolated row against the same tiling simulated in full;
@@ -22,17 +28,27 @@ import numpy as np
 from ..arch import ceil_div, round_up
 from ..bench.matmul import measure
 from ..kernels import search
-from ..kernels.matmul import TILINGS, MatmulProblem, default_tiling, launch_matmul, make_tiling
+from ..kernels.fused_matmul import FusedMatmulProblem, launch_fused_matmul, make_fused_tiling
+from ..kernels.matmul import MatmulProblem, default_tiling, launch_matmul, make_tiling, simulate
 from ..lang import A1, A2, B1, B2, CO1, Queue, TPipe, data_copy_nd2nz, fixpipe, launch, load_data, mmad
 from ..sim.cost import lower_bound_cycles
 
 SEED = 0
 #: the K-loop exercise's problems: (M, N, K, K0) on the teaching chip, one core
 KLOOP_CASES = ((40, 48, 256, 64), (16, 16, 16, 16), (20, 33, 200, 64))
-#: the performance exercise and the measure: one fp16 problem on the 910
+#: the measure: one fp16 problem on the 910, four tilings
 PERF_SHAPE = (2048, 2048, 2048)
 PERF_CHIP = "910"
-TARGET_UTILIZATION = 0.80
+#: exercise 3: how many bytes a tiling copies from GM into L1 (fp16 on the 910)
+BYTES_SHAPE = (2048, 512, 1024)
+BYTES_TILES = (128, 256, 256, 64, 2, 2, 2)
+#: the 910B's split core: the fused matmul (matmul + GELU, a mix kernel) shown, and exercise 4's
+MIX_CHIP = "910b"
+MIX_SEE_SHAPE = (1024, 1024, 512)
+MIX_SHAPE = (448, 512, 256)
+MIX_TILES = (128, 128, 256, 64, 2, 2, 2)
+#: the challenge: an fp16 problem on the 910 whose default tiling leaves the cores idle
+CHALLENGE_SHAPE = (384, 2816, 8192)
 
 
 def show(obj) -> None:
@@ -114,13 +130,82 @@ def see_it(shape=(128, 128, 256), chip: str = "teach"):
     return t, c[0], trace, a[0], b[0]
 
 
-def perf_tiling(recipe, shape=PERF_SHAPE, chip=PERF_CHIP):
-    """make_tiling for the performance exercise's problem (tiles as given, not shrunk)."""
+def perf_tiling(recipe, shape=CHALLENGE_SHAPE, chip=PERF_CHIP):
+    """make_tiling for an fp16 problem (default: the challenge's), tiles as given, not shrunk."""
     return make_tiling(MatmulProblem.of(shape, np.float16), chip, tuple(recipe), clamp=False)
 
 
-#: the explorer's smallest block tile: a full simulation of smaller tiles at PERF_SHAPE issues
-#: millions of instructions (the naive 16 x 16 tiles are in the measure, extrapolated)
+def gm_to_l1_bytes(shape=BYTES_SHAPE, recipe=BYTES_TILES, chip: str = PERF_CHIP) -> int:
+    """Bytes MTE2 copies from GM into L1 for an fp16 matmul of ``shape`` with tiling ``recipe``,
+    counted in a timing-mode run (the trace's ``GM->L1`` route: every copy of A and B tiles)."""
+    return simulate(perf_tiling(recipe, shape, chip), chip).bytes_by_route().get("GM->L1", 0)
+
+
+# -- the 910B: a split AI core, one AIC and two AIVs, and the mix kernel that uses all three ----
+def mix_tiling(shape=MIX_SEE_SHAPE, recipe=MIX_TILES, chip: str = MIX_CHIP):
+    """The fused matmul's tiling (y = GELU(A @ B), fp16) with the cube's tiles ``recipe``."""
+    m, n, k = shape
+    mm = make_tiling(MatmulProblem(1, m, n, k, "float16"), chip, tuple(recipe), clamp=False)
+    return make_fused_tiling(FusedMatmulProblem(m, n, k), chip, mm)
+
+
+def mix_run(shape=MIX_SEE_SHAPE, recipe=MIX_TILES, chip: str = MIX_CHIP):
+    """The fused matmul as a mix kernel in timing mode: (tiling, trace). Each block runs on an
+    AIC (the K loop, FixPipe into a GM workspace slot) and its two AIVs (GELU on half of the
+    tile's rows each), ordered by cross-core flags only."""
+    t = mix_tiling(shape, recipe, chip)
+    return t, launch_fused_matmul(None, None, t, chip=chip, mode="timing")[1]
+
+
+def mix_cores(trace, ai_core: int = 0) -> list[int]:
+    """Trace core indices of AI core ``ai_core``'s AIC and its two AIVs (labels "AIC c", "AIV c.s")."""
+    want = [f"AIC {ai_core}", f"AIV {ai_core}.0", f"AIV {ai_core}.1"]
+    return [trace.core_labels.index(w) for w in want]
+
+
+def plot_mix(trace, ai_core: int = 0):
+    """The gantts of one AI core of a mix run, its AIC above its two AIVs, on one time axis.
+    Triangles on a row: a set_flag of that pipe fired (cross-core ones included); hatched
+    bars: a pipe stalled on a flag, labelled with it. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from ..plot import gantt
+    cores = mix_cores(trace, ai_core)
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True, layout="constrained")
+    end = max(int(trace.core_cycles[c]) for c in cores)
+    for ax, c in zip(axes, cores):
+        gantt(trace, core=c, ax=ax, start=0, end=end)
+        ax.set_title(trace.core_labels[c], loc="left", fontsize=9)
+    return fig
+
+
+def print_c_paths(shape=MIX_SEE_SHAPE, recipe=MIX_TILES) -> None:
+    """Where the block tiles of C go on their way to the vector unit, as bytes per route: the
+    910B's fused matmul (L0C -> GM workspace -> UB of an AIV) beside the 910's matmul with the
+    same tiles, whose cube and vector unit share one core (L0C -> UB -> GM)."""
+    m, n, k = shape
+    _, mix = mix_run(shape, recipe)
+    coupled = simulate(perf_tiling(recipe, shape, "910"), "910")
+    print(f"C = A @ B, {m} x {n} x {k} fp16, tiles {recipe[:2]}: bytes by route")
+    for chip, tr in ((f"{MIX_CHIP} (fused, mix)", mix), ("910 (matmul)", coupled)):
+        routes = tr.bytes_by_route()
+        shown = {r: b for r, b in routes.items() if r.startswith("L0C") or r.endswith("UB") or r == "UB->GM"}
+        print(f"  {chip:<20} " + ", ".join(f"{r} {b:,}" for r, b in shown.items()))
+
+
+def mix_counts(shape=MIX_SHAPE, recipe=MIX_TILES) -> dict:
+    """Counted in a timing run of the fused matmul: every cross_core_set_flag the kernel issued
+    (all AICs and AIVs), and the bytes that crossed GM between the AICs and their AIVs (FixPipe's
+    writes into the workspace plus the AIVs' reads of it)."""
+    from ..sim.isa import Kind
+    _, tr = mix_run(shape, recipe)
+    routes = tr.bytes_by_route()
+    return {"flags_set": int((tr.kind == Kind.CROSS_SET).sum()),
+            "workspace_bytes": routes.get("L0C->GM", 0) + routes.get("GM->UB", 0)}
+
+
+#: the explorer's smallest block tile: a full simulation of smaller tiles at this size issues
+#: millions of instructions
 EXPLORE_MIN_TILE = 64
 
 
@@ -128,11 +213,11 @@ def _perf_case(start):
     from ..widgets.tiling_cases import MatMulCase, Param
 
     class PerfCase(MatMulCase):
-        """MatMulCase on exercise 3's problem, starting at ``start``, block tiles from
+        """MatMulCase on the challenge's problem, starting at ``start``, block tiles from
         EXPLORE_MIN_TILE (each move is a full timing-mode simulation, as the check runs)."""
 
         def __init__(self):
-            super().__init__(*PERF_SHAPE, dtype=np.float16, chip=PERF_CHIP)
+            super().__init__(*CHALLENGE_SHAPE, dtype=np.float16, chip=PERF_CHIP)
             tm, tn, tk, k0, l1, l0, l0c = start
             tiles = tuple(range(EXPLORE_MIN_TILE, 256 + 1, 16))
             self.params = [Param("tile_m", tiles, tm), Param("tile_n", tiles, tn),
@@ -145,24 +230,27 @@ def _perf_case(start):
 
 
 def perf_explorer(start=None):
-    """The tiling explorer on ``PERF_SHAPE`` fp16 on ``PERF_CHIP``, the problem exercise 3
-    grades, starting at ``start`` (a 7-tuple recipe; default the seed tiling). Each setting
-    that fits is simulated in full in timing mode, as the check does, and the verdict adds the
-    check's utilization: lower bound / cycles against TARGET_UTILIZATION."""
+    """The tiling explorer on ``CHALLENGE_SHAPE`` fp16 on ``PERF_CHIP``, the problem the
+    challenge grades, starting at ``start`` (a 7-tuple recipe; default: the default tiling).
+    Each setting that fits is simulated in full in timing mode, as the check does; the verdict
+    adds the utilization (lower bound / cycles)."""
     from ..widgets.tiling import TilingExplorer
+
+    problem = MatmulProblem.of(CHALLENGE_SHAPE, np.float16)
+    lb = lower_bound_cycles(PERF_CHIP, problem.macs, np.float16)
 
     class PerfExplorer(TilingExplorer):
         def update(self):
             res = super().update()
             if res.fits:
-                lb = lower_bound_cycles(PERF_CHIP, MatmulProblem.of(PERF_SHAPE, np.float16).macs, np.float16)
-                util = lb / res.cycles
-                self.status.value += (f"<p>utilization, as exercise 3 grades it: lower bound {lb:,.0f} / "
-                                      f"{res.cycles:,} cycles = <b>{util:.1%}</b> (target &ge; "
-                                      f"{TARGET_UTILIZATION:.0%})</p>")
+                self.status.value += (f"<p>utilization: lower bound {lb:,.0f} / {res.cycles:,} cycles = "
+                                      f"<b>{lb / res.cycles:.1%}</b></p>")
             return res
 
-    return PerfExplorer(_perf_case(tuple(start) if start is not None else TILINGS["seed"]))
+    if start is None:
+        s = default_tiling(problem, PERF_CHIP).tiles
+        start = (s.tile_m, s.tile_n, s.tile_k, s.tile_k0, s.l1_buffers, s.l0_buffers, s.l0c_buffers)
+    return PerfExplorer(_perf_case(tuple(start)))
 
 
 def compare(shape=PERF_SHAPE, chip: str = PERF_CHIP, tune_limit: int = 4) -> list[dict]:
