@@ -321,7 +321,8 @@ def smallest_batch(answer):
                       got=repr(got), hint=hint)
     return passed(f"{BATCH_LAYERS[0]} stops being HBM-bound at batch {ref.hbm_bound_batch(BATCH_LAYERS[0])}: "
                   f"its weights dominate its bytes and the batch shares them; {BATCH_LAYERS[1]} never does: "
-                  f"a 1 x 1 conv brings about as many bytes per MAC with each image as the last.")
+                  f"each image brings more bytes per MAC than the chip's ratio allows, however many images "
+                  f"share the weights.")
 
 
 # -- the challenge: batch 1 on every core ------------------------------------------------------------
@@ -365,7 +366,7 @@ def fill_the_cores(answer):
         hint = "with one buffer at a level its copies and the cube take turns: use 2 at every level."
     else:
         hint = "longer L1 steps (C1_STEP) pay fewer copy start-ups; balance the tiles so no core runs two."
-    v = perf_verdict(cycles, reference, f"{t.recipe()}: {busy} of {chip.ai_cores} cores compute", hint)
+    v = perf_verdict(cycles, reference, f"{t.recipe()} gives {busy} of {chip.ai_cores} cores a block tile", hint)
     v.lines.append(f"ConvTiles() as it comes: {_challenge_cycles(ConvTiles()):,} cycles")
     return v
 
