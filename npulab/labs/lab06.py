@@ -126,8 +126,12 @@ def simulate_tiles(t, chip=TILING_CHIP) -> tuple[int, bool]:
 
 def gm_read_bytes(t, chip=TILING_CHIP) -> int:
     """Bytes tiling ``t`` copies in from GM (map slabs and weight windows, halos and repeats
-    included), from a timing-mode run."""
-    return int(simulate(t, chip).bytes_by_route().get("GM->L1", 0))
+    included), from a timing-mode run (sampled and scaled up as :func:`simulate_tiles` does)."""
+    per_core = ceil_div(t.core_loops, t.tiles.block_dim)
+    if per_core <= SAMPLE_LOOPS:
+        return int(simulate(t, chip).bytes_by_route().get("GM->L1", 0))
+    part = simulate(t, chip, sample_loops=SAMPLE_LOOPS).bytes_by_route().get("GM->L1", 0)
+    return int(round(part * per_core / SAMPLE_LOOPS))
 
 
 def buffer_table(t, chip=TILING_CHIP) -> str:

@@ -235,11 +235,12 @@ def conv_tiles(answer):
     if found:
         over = [p for p in found if " needs " in p]
         if over:
-            hint = f"{_HOW[over[0].split()[0]]}: shrink the tiles of the buffer that overflows."
+            name = over[0].split()[0]
+            hint = f"{_HOW.get(name, name + ' holds buffers x its tile')}: shrink the tiles of the buffer that overflows."
         else:
             hint = "TILE_M and TILE_N are multiples of 16, TILE_K0 a multiple of C0 = 16, C1_STEP in 1..C1, buffers 1 or 2."
         return failed("the tiling cannot run", got="; ".join(found), hint=hint)
-    cycles, _ = ref.simulate_tiles(t)
+    cycles, extrapolated = ref.simulate_tiles(t)
     reference = _tiling_reference_cycles()
     reads = ref.gm_read_bytes(t)
     if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
@@ -253,6 +254,8 @@ def conv_tiles(answer):
         hint = "longer mmads (a longer TILE_K0) and fewer, larger copies pay fewer start-ups."
     v = perf_verdict(cycles, reference, f"{t.recipe()} fits every buffer of the {ref.TILING_CHIP} chip", hint)
     v.lines.append(f"it copies {reads:,} B in from GM")
+    if extrapolated:
+        v.lines.append(f"(simulated the first {ref.SAMPLE_LOOPS} block tiles of each core and scaled up)")
     return v
 
 
