@@ -924,3 +924,16 @@ def test_lab06_challenge_needs_more_than_one_change():
             if not check.lab06.problems(t, chip):
                 assert simulate(t, chip).cycles > target, f"ConvTiles({name}={v!r}) meets the challenge"
     assert check.lab06.fill_the_cores.grade(CASES["06.fill_the_cores"][0]).passed
+
+
+def test_lab06_exercise4_default_tiling_misses_the_target():
+    # exercise 4's premise: the default tiling function's pick for its layer on the teaching chip
+    # is too slow to pass (a better search would make the exercise a transcription again)
+    from npulab.kernels.conv import default_tiling
+    from npulab.labs import lab06
+    picked = default_tiling(lab06.tiling_problem(), lab06.TILING_CHIP)
+    s = picked.tiles
+    as_tuple = (s.tile_m, s.tile_n, s.c1_step, s.tile_k0, s.l1_buffers, s.l0_buffers, s.l0c_buffers)
+    assert not check.lab06.conv_tiles.grade(as_tuple).passed            # streamed, as a tuple runs it
+    target = 1.5 * lab06.simulate_tiles(lab06.tiling_from_tuple(CASES["06.conv_tiles"][0]))[0]
+    assert lab06.simulate_tiles(picked)[0] > target                    # as the default runs it
