@@ -4,7 +4,8 @@ measurement. The ground truth of exercise 1 is the img2col matrix read back from
 :func:`npulab.plot.plot_img2col` and :func:`npulab.plot.plot_nc1hwc0`, and its convolutions are
 checked against the goldens of :mod:`npulab.ops.golden`.
 
-* :func:`print_sizes`: C0 per dtype, a chip's buffers and cube, an img2col matrix against its map;
+* :func:`print_sizes`, :func:`print_chip`: C0 per dtype, a chip's buffers, cube and GM rate, an
+  img2col matrix against its map;
 * :func:`img2col_shape`: (M, K) of an fp16 img2col matrix; :func:`inputs`: seeded arrays;
 * :func:`stem_problem`: ResNet-50's first conv in NC1HWC0 or C04 (exercise 3);
 * :func:`tiling_problem`, :func:`tiling_from_tuple`, :func:`try_tiles`, :func:`simulate_tiles`:
@@ -52,18 +53,23 @@ SAMPLE_LOOPS = 16                # tilings with more block tiles a core are simu
 def print_sizes(chip: str = "910") -> None:
     """What the idea section's numbers are: C0 for each dtype the cube takes, ``chip``'s buffers
     and cube, and the img2col matrix of a 3 x 3 conv over a 256 x 14 x 14 map against the map."""
-    c = get_chip(chip)
     print(f"C0 = 32 bytes of channels: {F.c0_of(np.float16)} fp16, {F.c0_of(np.float32)} fp32, "
           f"{F.c0_of(np.int8)} int8")
-    print(f"{c.name}: L1 {c.buffers.l1:,} B, L0A {c.buffers.l0a:,} B, L0B {c.buffers.l0b:,} B, "
-          f"L0C {c.buffers.l0c:,} B per core; cube {c.cube.macs_per_cycle_fp16:,} fp16 MACs a cycle x "
-          f"{c.ai_cores} cores")
+    print_chip(chip)
     m, k = img2col_shape((1, 256, 14, 14), 3, 1, 1)
     print(f"a 3x3 conv over a 256 x 14 x 14 fp16 map: img2col is {m} x {k} = {m * k * 2:,} B; "
           f"the map itself is {256 * 14 * 14 * 2:,} B")
 
 
 # -- img2col ----------------------------------------------------------------------------------------
+def print_chip(chip: str) -> None:
+    """``chip``'s buffers per core, its cube and cores, and the rate its GM sustains."""
+    c = get_chip(chip)
+    print(f"{c.name}: L1 {c.buffers.l1:,} B, L0A {c.buffers.l0a:,} B, L0B {c.buffers.l0b:,} B, "
+          f"L0C {c.buffers.l0c:,} B per core; cube {c.cube.macs_per_cycle_fp16:,} fp16 MACs a cycle x "
+          f"{c.ai_cores} cores; GM sustains {c.gm_sustained_bytes_per_cycle:,.1f} B a cycle")
+
+
 def img2col_shape(x_shape, k: int, stride: int, pad: int) -> tuple[int, int]:
     """(M, K) of the fp16 img2col matrix: batch x output pixels, C1 x k x k x C0."""
     n, c, h, w = x_shape

@@ -18,7 +18,7 @@ from . import exercise, failed, is_blank, not_attempted, passed, perf_verdict, s
 
 C0 = ref.C0
 #: exercise 4's reference solution: tall block tiles, so the halo rows and the weights are read
-#: from GM fewer times (the teaching chip's GM moves 64 B a cycle)
+#: from GM fewer times (the teaching chip's GM is slow)
 TILING_REFERENCE = (128, 32, 1, 32, 2, 2, 2)
 #: the challenge's reference solution: narrow N tiles so every core gets one, a whole channel
 #: block's taps per mmad, the team schedule
@@ -246,7 +246,8 @@ def conv_tiles(answer):
     if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
         hint = "with one buffer at a level, its copies and the cube take turns: use 2 at every level."
     elif reads > 1.2 * _tiling_reference_reads():
-        hint = (f"your tiles copy {reads:,} B in from GM, which moves 64 B a cycle on this chip: each block "
+        rate = get_chip(ref.TILING_CHIP).gm_sustained_bytes_per_cycle
+        hint = (f"your tiles copy {reads:,} B in from GM, which moves {rate:.0f} B a cycle on this chip: each block "
                 f"tile reads its slab with a halo of 2 input rows and the weights of its N tile again, so "
                 f"taller TILE_M (fewer tiles per column) read the halo and the weights fewer times; spend "
                 f"L0C on TILE_M rather than TILE_N.")
