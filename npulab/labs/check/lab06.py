@@ -1,17 +1,28 @@
 """Checkers of lab 06 (convolution on the cube): img2col index arithmetic (against what load_3d
-wrote into L0A on the simulator), NC1HWC0 conversion, and a conv tiling that fits every buffer
-and runs within 150% of the default tiling's cycles."""
+wrote into L0A on the simulator), NC1HWC0 conversion, the K of the stem in NC1HWC0 and C04, a
+conv tiling that beats the default tiling function's pick on the teaching chip, the batch at
+which a layer stops being HBM-bound, and the challenge: a batch-1 layer spread over the 910's
+cores within 150% of a reference tiling's cycles (each reference simulated once a process)."""
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
 from ... import formats as F
-from ...kernels.conv import problems
+from ...chips import get_chip
+from ...kernels.conv import ConvTiles, problems, simulate, tiled
 from ...kernels.examples.img2col import img2col_on_npu
 from .. import lab06 as ref
 from . import exercise, failed, is_blank, not_attempted, passed, perf_verdict, screen_function, whole_numbers
 
 C0 = ref.C0
+#: exercise 4's reference solution: tall block tiles, so the halo rows and the weights are read
+#: from GM fewer times (the teaching chip's GM is slow)
+TILING_REFERENCE = (128, 32, 1, 32, 2, 2, 2)
+#: the challenge's reference solution: narrow N tiles so every core gets one, a whole channel
+#: block's taps per mmad, the team schedule
+CHALLENGE_REFERENCE = ConvTiles(tile_m=112, tile_n=16, c1_step=4, tile_k0=144, block_dim=32, schedule="teams")
 
 
 # -- exercise 1: img2col ---------------------------------------------------------------------------
@@ -62,7 +73,8 @@ def _as_source(got):
 
 
 @exercise("06", "img2col: row = output pixel (n, oh, ow), column = (c1, kh, kw, c0); the tap reads "
-                "(oh x stride - pad + kh, ow x stride - pad + kw), zero outside the map")
+                "(oh x stride - pad + kh, ow x stride - pad + kw), zero outside the map",
+          key=("divmod(c, k * k * 16)", "* stride - pad +"))
 def img2col_source(fn):
     """``fn(r, c, x_shape, k, stride, pad)``: (n, channel, h, w) or None."""
     if (v := screen_function(fn, "img2col_source")) is not None:
@@ -96,7 +108,8 @@ def _describe(a):
 
 
 @exercise("06", "NC1HWC0: channels in blocks of C0 = 32 bytes (16 fp16, 8 fp32, 32 int8), C0 "
-                "innermost, C padded with zeros to C1 x C0")
+                "innermost, C padded with zeros to C1 x C0",
+          key=("32 // x.dtype.itemsize", "transpose(0, 1, 3, 4, 2)"))
 def nc1hwc0(fn):
     """``fn(x)``: (N, C, H, W) -> (N, C1, H, W, C0)."""
     if (v := screen_function(fn, "to_nc1hwc0")) is not None:
@@ -140,43 +153,227 @@ def nc1hwc0(fn):
                   f"channels padded with zeros. This is CANN's TransData NCHW -> NC1HWC0.")
 
 
-# -- exercise 3: a conv tiling -------------------------------------------------------------------
-@exercise("06", "conv tiling: each buffer holds buffers x its tile (L0A: TILE_M x TILE_K0, L0B: "
-                "TILE_K0 x TILE_N, L0C: TILE_M x TILE_N fp32, L1: map slab + weights per C1_STEP)",
-          performance=True)
+# -- exercise 3: C04 ------------------------------------------------------------------------------
+FORMATS = ("NC1HWC0", "C04")
+
+
+@exercise("06", "K of a conv's matmul: NC1HWC0 pads the channels to a block of C0 = 16 at every tap "
+                "(K = C1 x taps x C0); C04 puts 4 channels at each tap and pads K to 16 once",
+          key=('"NC1HWC0": 784', '"C04": 208'))
+def c04_k(answer):
+    """{"NC1HWC0": K, "C04": K} of ResNet-50's stem (3 channels, 7 x 7) in fp16."""
+    if is_blank(answer) or (isinstance(answer, dict) and any(v is Ellipsis for v in answer.values())):
+        return not_attempted()
+    if not isinstance(answer, dict) or set(answer) != set(FORMATS):
+        return failed("the answer should be a dict with the two formats as keys",
+                      expected='{"NC1HWC0": K, "C04": K}', got=repr(answer),
+                      hint="one whole number of K columns for each format.")
+    got = {f: whole_numbers([answer[f]], 1) for f in FORMATS}
+    if any(v is None for v in got.values()):
+        return failed("each K should be a whole number", got=repr(answer), hint="K counts columns: an int.")
+    got = {f: v[0] for f, v in got.items()}
+    want = {"NC1HWC0": ref.stem_problem(False).k, "C04": ref.stem_problem(True).k}
+    taps, cin = 7 * 7, 3
+    useful = taps * cin
+    if got == want:
+        return passed(f"K = {want['NC1HWC0']} in NC1HWC0, {want['C04']} in C04: the cube multiplies "
+                      f"{useful} useful columns of K = {useful / want['NC1HWC0']:.0%} of its work in NC1HWC0, "
+                      f"{useful / want['C04']:.0%} in C04.")
+    n, c = got["NC1HWC0"], got["C04"]
+    if n != want["NC1HWC0"]:
+        if n == useful:
+            hint = ("that is 3 channels x 49 taps with no padding: NC1HWC0 stores a whole block of C0 = 16 "
+                    "channels at every pixel, so every tap brings 16 columns, 13 of them zeros.")
+        else:
+            hint = "NC1HWC0: K = C1 x taps x C0, with C1 = ceil(3 / 16) = 1 block of 16 channels per tap."
+        return failed("K in NC1HWC0 is wrong", expected="C1 x kh x kw x C0", got=str(n), hint=hint)
+    if c == taps * 4:
+        hint = ("4 channels x 49 taps is right so far, but the cube takes K in whole fractals of K0 = 16: "
+                "C04 pads K once, at the end.")
+    elif c == want["NC1HWC0"] or c == taps * 16:
+        hint = "that pads each tap to 16 channels, as NC1HWC0 does: C04's blocks hold 4 channels a tap."
+    elif c == -(-useful // 16) * 16:
+        hint = "C04 stores 4 channels a pixel (3 real, 1 zero), not 3: each tap brings 4 columns."
+    else:
+        hint = "C04: each tap brings a block of 4 channels; K = taps x 4, padded once to a multiple of 16."
+    return failed("K in C04 is wrong", expected="taps x 4, padded to a multiple of 16", got=str(c), hint=hint)
+
+
+# -- exercise 4: a conv tiling that beats the default -------------------------------------------------
+@lru_cache(maxsize=None)
+def _tiling_reference_cycles() -> int:
+    return ref.simulate_tiles(ref.tiling_from_tuple(TILING_REFERENCE))[0]
+
+
+@lru_cache(maxsize=None)
+def _tiling_reference_reads() -> int:
+    return ref.gm_read_bytes(ref.tiling_from_tuple(TILING_REFERENCE))
+
+
+_HOW = {"L0A": "L0A holds l0_buffers x TILE_M x TILE_K0 x 2 B",
+        "L0B": "L0B holds l0_buffers x TILE_K0 x TILE_N x 2 B",
+        "L0C": "L0C holds l0c_buffers x TILE_M x TILE_N x 4 B (fp32)",
+        "L1": "L1 holds l1_buffers x (the map slab: the input rows a tile's output pixels read, halo included, "
+              "x C1_STEP blocks, + C1_STEP x 9 x 16 x TILE_N x 2 B of weights)"}
+
+
+@exercise("06", "a conv tiling against GM traffic: every block tile copies its map slab (its input rows "
+                "plus the halo of kh - 1 rows) and its weight window from GM, so taller tiles read each "
+                "byte fewer times; each buffer holds buffers x its tile", performance=True,
+          key=("(128, 32, 1, 32, 2, 2, 2)",))
 def conv_tiles(answer):
-    """(TILE_M, TILE_N, C1_STEP, TILE_K0, l1, l0, l0c buffers) for the lab's layer on the 910."""
+    """(TILE_M, TILE_N, C1_STEP, TILE_K0, l1, l0, l0c buffers) for exercise 4's layer on the teaching chip."""
     if is_blank(answer):
         return not_attempted()
     tiles = whole_numbers(answer, 7)
     if tiles is None:
         return failed("the answer should be 7 whole numbers",
                       expected="(TILE_M, TILE_N, C1_STEP, TILE_K0, l1_buffers, l0_buffers, l0c_buffers)",
-                      got=repr(answer), hint="a tuple such as (64, 64, 1, 64, 2, 2, 2).")
+                      got=repr(answer), hint="a tuple such as (32, 32, 1, 32, 2, 2, 2).")
     t = ref.tiling_from_tuple(tiles)
     found = problems(t, ref.TILING_CHIP)
     if found:
         over = [p for p in found if " needs " in p]
         if over:
             name = over[0].split()[0]
-            how = {"L0A": "L0A holds l0_buffers x TILE_M x TILE_K0 x 2 B",
-                   "L0B": "L0B holds l0_buffers x TILE_K0 x TILE_N x 2 B",
-                   "L0C": "L0C holds l0c_buffers x TILE_M x TILE_N x 4 B (fp32)",
-                   "L1": "L1 holds l1_buffers x (map slab + C1_STEP x 9 x 16 x TILE_N x 2 B of weights)"}[name]
-            hint = f"{how}: shrink the tiles of the buffer that overflows."
+            hint = f"{_HOW.get(name, name + ' holds buffers x its tile')}: shrink the tiles of the buffer that overflows."
         else:
             hint = "TILE_M and TILE_N are multiples of 16, TILE_K0 a multiple of C0 = 16, C1_STEP in 1..C1, buffers 1 or 2."
         return failed("the tiling cannot run", got="; ".join(found), hint=hint)
     cycles, extrapolated = ref.simulate_tiles(t)
-    reference, _ = ref.simulate_tiles(ref.reference_tiling())
+    reference = _tiling_reference_cycles()
+    reads = ref.gm_read_bytes(t)
     if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
         hint = "with one buffer at a level, its copies and the cube take turns: use 2 at every level."
-    elif t.tiles.tile_m * t.tiles.tile_n < 64 * 64:
-        hint = ("small block tiles reload the map slab and the weights for every tile and pay a copy "
-                "start-up each time: bigger TILE_M x TILE_N reuse each loaded byte more.")
+    elif reads > 1.2 * _tiling_reference_reads():
+        rate = get_chip(ref.TILING_CHIP).gm_sustained_bytes_per_cycle
+        hint = (f"your tiles copy {reads:,} B in from GM, which moves {rate:.0f} B a cycle on this chip: each block "
+                f"tile reads its slab with a halo of 2 input rows and the weights of its N tile again, so "
+                f"taller TILE_M (fewer tiles per column) read the halo and the weights fewer times; spend "
+                f"L0C on TILE_M rather than TILE_N.")
     else:
-        hint = "a longer C1_STEP (more K per L1 copy) and a longer TILE_K0 (longer mmads) pay fewer start-ups."
-    v = perf_verdict(cycles, reference, f"{t.recipe()} fits every buffer of the {ref.TILING_CHIP}", hint)
+        hint = "longer mmads (a longer TILE_K0) and fewer, larger copies pay fewer start-ups."
+    v = perf_verdict(cycles, reference, f"{t.recipe()} fits every buffer of the {ref.TILING_CHIP} chip", hint)
+    v.lines.append(f"it copies {reads:,} B in from GM")
     if extrapolated:
         v.lines.append(f"(simulated the first {ref.SAMPLE_LOOPS} block tiles of each core and scaled up)")
     return v
+
+
+# -- exercise 5: the batch at which HBM stops bounding a layer ------------------------------------------
+BATCH_LAYERS = ("layer4.1.conv2", "layer3.1.conv3")
+
+
+def _slip_batches(name: str) -> dict:
+    """The answer a typical slip gives for layer ``name``: {slip: batch or None}."""
+    h = ref.hbm_terms(name)
+    c = get_chip(ref.HBM_CHIP)
+    out = {}
+
+    def crossing(cube, fixed, per):
+        gain = cube - per
+        return None if gain <= 0 else max(1, int(np.ceil(fixed / gain - 1e-9)))
+    out["no weights"] = crossing(h["cube_per_image"], 0.0, h["hbm_per_image"])
+    out["one core"] = crossing(h["cube_per_image"] * c.ai_cores, h["hbm_fixed"], h["hbm_per_image"])
+    pins = 1 / c.memory.gm_efficiency                    # bytes at the pins' rate, not the sustained one
+    out["pins"] = crossing(h["cube_per_image"] * pins, h["hbm_fixed"], h["hbm_per_image"])
+    return out
+
+
+@exercise("06", "MACs per byte grow with the batch: the weights are read once for the whole batch, "
+                "while each image brings its own map and output bytes; a layer stops being HBM-bound "
+                "when its cube time reaches its HBM time, or never, when one image's bytes already "
+                "outweigh its MACs", key=('"layer4.1.conv2": 6', '"layer3.1.conv3": None'))
+def smallest_batch(answer):
+    """{layer: smallest batch at which its cube time reaches its HBM time, or None} on the 910."""
+    if is_blank(answer) or (isinstance(answer, dict) and any(v is Ellipsis for v in answer.values())):
+        return not_attempted()
+    if not isinstance(answer, dict) or set(answer) != set(BATCH_LAYERS):
+        return failed("the answer should be a dict with the two layers as keys",
+                      expected="{" + ", ".join(f"{n!r}: batch or None" for n in BATCH_LAYERS) + "}",
+                      got=repr(answer), hint="a whole number (the smallest batch) or None for each layer.")
+    for name in BATCH_LAYERS:
+        got = answer[name]
+        if got is not None and whole_numbers([got], 1) is None:
+            return failed(f"{name}: the answer should be a whole number or None", got=repr(got),
+                          hint="a batch size is a whole number; None when no batch is large enough.")
+        want = ref.hbm_bound_batch(name)
+        got = None if got is None else int(got)
+        if got == want:
+            continue
+        slips = _slip_batches(name)
+        if want is None:
+            hint = ("every image brings its own map and output bytes, as many per MAC as the one before: "
+                    "the batch shares only the weights, so the MACs per byte rise towards one image's "
+                    "ratio and no further. Compare that ratio with the chip's.")
+        elif got is None:
+            hint = ("the weights are read once for the whole batch: the MACs per byte grow with the "
+                    "batch towards one image's MACs per map-and-output byte, which for this layer is far "
+                    "above the chip's ratio, so some batch gets there.")
+        elif got == slips["no weights"]:
+            hint = "the weights are read from HBM too, once whatever the batch: at small batches they are most of the bytes."
+        elif got == slips["one core"]:
+            hint = "the cube time is the MACs over every core's cube: all the cores compute, HBM is shared by all."
+        elif got == slips["pins"]:
+            hint = "HBM sustains less than its pins' rate: use the sustained bytes a cycle."
+        elif got in (want - 1, want + 1):
+            hint = "the smallest batch whose cube time is at least its HBM time: check the batches either side."
+        else:
+            hint = ("cube cycles = MACs / (cores x MACs a cycle); HBM cycles = (weights + batch x (map + "
+                    "output)) bytes / sustained bytes a cycle.")
+        return failed(f"{name}: wrong batch", expected="the smallest batch the HBM no longer bounds, or None",
+                      got=repr(got), hint=hint)
+    return passed(f"{BATCH_LAYERS[0]} stops being HBM-bound at batch {ref.hbm_bound_batch(BATCH_LAYERS[0])}: "
+                  f"its weights dominate its bytes and the batch shares them; {BATCH_LAYERS[1]} never does: "
+                  f"each image brings more bytes per MAC than the chip's ratio allows, however many images "
+                  f"share the weights.")
+
+
+# -- the challenge: batch 1 on every core ------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _challenge_cycles(tiles: ConvTiles) -> int:
+    return int(simulate(tiled(ref.challenge_problem(), tiles), ref.CHALLENGE_CHIP).cycles)
+
+
+@exercise("06", "batch 1 on a many-core chip: M is one image's output pixels, so large block tiles "
+                "leave most cores idle; narrower N (and shorter M) tiles make a block tile for every "
+                "core, and a long K is cut in long mmads (TILE_K0) and long L1 steps (C1_STEP)",
+          performance=True, challenge=True, key=("tile_n=16", "tile_k0=144"))
+def fill_the_cores(answer):
+    """ConvTiles for the challenge's layer (CHALLENGE_LAYER at batch 1) on the 910."""
+    if is_blank(answer):
+        return not_attempted()
+    if not isinstance(answer, ConvTiles):
+        return failed("the answer should be a ConvTiles", expected="ConvTiles(tile_m=..., ...)", got=repr(answer),
+                      hint="build it with ConvTiles(tile_m=..., tile_n=..., c1_step=..., tile_k0=..., block_dim=...).")
+    chip = get_chip(ref.CHALLENGE_CHIP)
+    t = tiled(ref.challenge_problem(), answer, name="yours")
+    found = problems(t, chip)
+    if answer.block_dim > chip.ai_cores:
+        found.append(f"block_dim={answer.block_dim} is more than the {chip.ai_cores} cores of the {chip.name}")
+    if found:
+        return failed("the tiling cannot run", got="; ".join(found),
+                      hint="every tile within its buffer (buffers x tile), TILE_M and TILE_N multiples of 16, "
+                           "TILE_K0 of C0 = 16, block_dim at most the cores.")
+    cycles = _challenge_cycles(answer)
+    reference = _challenge_cycles(CHALLENGE_REFERENCE)
+    busy = ref.busy_cores(t)
+    if busy < chip.ai_cores // 2:
+        hint = (f"only {busy} of the {chip.ai_cores} cores compute a block tile: at batch 1 M is "
+                f"{t.problem.m} output pixels, so tiles this large are few; make more of them (narrower "
+                f"N tiles, shorter M tiles) and launch a block for each.")
+    elif answer.tile_k0 < 64:
+        hint = (f"K is {t.problem.k} long and TILE_K0 = {answer.tile_k0} cuts it into "
+                f"{-(-t.problem.k // answer.tile_k0)} mmads a tile, each paying its start-up: longer mmads "
+                f"(TILE_K0) and longer L1 steps (C1_STEP).")
+    elif min(answer.l1_buffers, answer.l0_buffers, answer.l0c_buffers) < 2:
+        hint = "with one buffer at a level its copies and the cube take turns: use 2 at every level."
+    else:
+        hint = "longer L1 steps (C1_STEP) pay fewer copy start-ups; balance the tiles so no core runs two."
+    v = perf_verdict(cycles, reference, f"{t.recipe()} gives {busy} of {chip.ai_cores} cores a block tile", hint)
+    v.lines.append(f"ConvTiles() as it comes: {_challenge_cycles(ConvTiles()):,} cycles")
+    return v
+
+
+__all__ = ["img2col_source", "nc1hwc0", "c04_k", "conv_tiles", "smallest_batch", "fill_the_cores",
+           "TILING_REFERENCE", "CHALLENGE_REFERENCE"]
