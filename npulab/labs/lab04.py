@@ -156,3 +156,49 @@ def print_slots(tile: int = SLOT_TILE) -> None:
     print(f"tile {tile} elements   " + "".join(f"{'buffer_num=' + str(bn):>15}" for bn in rows["SiLU"]))
     for op, cyc in rows.items():
         print(f"{op:<20}" + "".join(f"{c:>9,} {cyc[1] / c:4.2f}x" for c in cyc.values()))
+
+
+def slot_schedule(slots: int, tiles: int = 5, times=(1.0, 1.0, 1.0)) -> list:
+    """(pipe, tile, start, end) of a CopyIn / Compute / CopyOut pipeline with ``slots`` slots in
+    each queue and ``times`` (MTE2, VECTOR, MTE3) a tile: each pipe in order, a copy in waiting
+    for a free in-slot (freed when the vector unit ends the tile ``slots`` before), the vector
+    unit for its tile's copy and a free out-slot (freed when MTE3 ends the tile ``slots``
+    before). The idea section's picture; no start-ups, no shared GM."""
+    t2, tv, t3 = times
+    end = {"MTE2": [], "VECTOR": [], "MTE3": []}
+    out = []
+    for i in range(tiles):
+        free_in = end["VECTOR"][i - slots] if i >= slots else 0.0
+        s2 = max(end["MTE2"][-1] if i else 0.0, free_in)
+        end["MTE2"].append(s2 + t2)
+        free_out = end["MTE3"][i - slots] if i >= slots else 0.0
+        sv = max(end["VECTOR"][-1] if i else 0.0, end["MTE2"][i], free_out)
+        end["VECTOR"].append(sv + tv)
+        s3 = max(end["MTE3"][-1] if i else 0.0, end["VECTOR"][i])
+        end["MTE3"].append(s3 + t3)
+        out += [("MTE2", i, s2, s2 + t2), ("VECTOR", i, sv, sv + tv), ("MTE3", i, s3, s3 + t3)]
+    return out
+
+
+def draw_slots(axes, tiles: int = 5) -> None:
+    """One panel per slot count (1, 2) of :func:`slot_schedule`: each tile's copy in, compute
+    and copy out as boxes, and the round trip of slot 0 of in_x (alloc by MTE2 to free by the
+    vector unit) bracketed."""
+    lanes = ("MTE2", "VECTOR", "MTE3")
+    colours = {"MTE2": "tab:blue", "VECTOR": "tab:orange", "MTE3": "tab:green"}
+    for ax, slots in zip(axes, (1, 2)):
+        sched = slot_schedule(slots, tiles)
+        for pipe, i, s, e in sched:
+            y = len(lanes) - 1 - lanes.index(pipe)
+            ax.broken_barh([(s, e - s)], (y - 0.35, 0.7), color=colours[pipe], alpha=0.85)
+            ax.text((s + e) / 2, y, f"tile {i}", ha="center", va="center", fontsize=8, color="white")
+        s0 = next(s for p, i, s, e in sched if p == "MTE2" and i == 0)
+        e0 = next(e for p, i, s, e in sched if p == "VECTOR" and i == 0)
+        ax.annotate("", (s0, 2.55), (e0, 2.55), arrowprops={"arrowstyle": "<->"})
+        ax.text((s0 + e0) / 2, 2.62, "round trip of in_x slot 0", ha="center", va="bottom", fontsize=8)
+        ax.set_yticks(range(len(lanes)), lanes[::-1])
+        ax.set_ylim(-0.6, 3.0)
+        end = max(e for *_, e in sched)
+        ax.set_title(f"{slots} slot{'s' if slots > 1 else ''} per queue: {tiles} tiles in {end:g} tile-times",
+                     fontsize=10)
+    axes[-1].set_xlabel("time (one stage of one tile = 1)")
