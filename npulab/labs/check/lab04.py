@@ -70,7 +70,7 @@ def predict_speedup(answer):
                 f"the pace.")
     return failed("a prediction is more than 20% off the measured speed-up",
                   expected=f"within 20% of {shown}",
-                  got=", ".join(f"{o} {got[o]:.2f}x ({off[o]:+.0%})" for o in OPS), hint=hint)
+                  got=", ".join(f"{o} {got[o]:.2f}x ({off[o]:+.1%})" for o in OPS), hint=hint)
 
 
 def _colleague_cause() -> tuple[str, Pipe]:
