@@ -25,7 +25,6 @@ from npulab.chips import get_chip
 from npulab.kernels.conv import ConvTiles
 from npulab.kernels.elementwise import AddTiling, KernelAdd, add_tiling
 from npulab.kernels.examples.row_scale import RowScaleTiling
-from npulab.kernels.examples.silu import SiluStages
 from npulab.graph.offsets import best_fit, greedy_by_size, meets, place_in_order
 from npulab.graph.offsets import peak as offsets_peak
 from npulab.labs import check, lab02, lab07, lab09, lab15
@@ -204,30 +203,6 @@ def _row_tiling(mistake=None):
 
 def _row_tiling_blank(rows, cols, dtype, chip):
     ...
-
-
-# -- lab 04 ------------------------------------------------------------------------------------
-def _silu(slots_x=2, slots_z=2, tile_div=4, tile_of_slot=1):
-    """SiLU with ``slots_x`` / ``slots_z`` slots of UB / ``tile_div`` bytes (None: 64 elements);
-    the stages work on 1 / ``tile_of_slot`` of a slot."""
-    class Silu(SiluStages):
-        def __init__(self, x, z, tiling):
-            start = get_block_idx() * tiling.block_factor
-            self.length = min(tiling.block_factor, tiling.total - start)
-            self.x_gm, self.z_gm = x[start:start + self.length], z[start:start + self.length]
-            self.dtype = x.dtype
-            slot = 64 if tile_div is None else tiling.ub_bytes // tile_div // 32 * 32 // 2
-            self.tile = slot // tile_of_slot
-            self.pipe = TPipe()
-            self.in_x, self.out_z = Queue(VECIN, "in_x"), Queue(VECOUT, "out_z")
-            self.pipe.init_buffer(self.in_x, slots_x, slot * 2)
-            self.pipe.init_buffer(self.out_z, slots_z, slot * 2)
-    return Silu
-
-
-class _SiluBlank(SiluStages):
-    def __init__(self, x, z, tiling):
-        ...
 
 
 # -- lab 05 ------------------------------------------------------------------------------------
@@ -621,20 +596,6 @@ CASES = {
     "03.overflowing_buffers": ({"L1", "L0C"}, [(set(), "buffer_num copies"), ({"L1"}, "fp32"),
                                                ({"L0C"}, "L1 overflows too"), ({"L1", "L0C", "UB"}, "UB is not used"),
                                                ("L1", "set of")], ...),
-    "04.double_buffered": (_silu(), [(_silu(1, 1, 2), "still one slot"), (_silu(2, 2, 2), "twice its UB"),
-                                     (_silu(2, 1, 4), "Every queue between two pipes"),
-                                     (_silu(3, 3, 6), "more than two slots"), (_silu(3, 2, 6), "buffer_num=2"),
-                                     (_silu(2, 2, 6), "Add's split"), (_silu(2, 2, 8), "UB / 4"),
-                                     (_silu(2, 2, None), "UB / 4"), (_silu(2, 2, 4, 2), "self.tile"),
-                                     (3, "your kernel class")], _SiluBlank),
-    "04.mte2_stall": (("in_x", "VECTOR"), [(("out_z", "VECTOR"), "never touches"), (("in_x", "MTE3"), "free_tensor"),
-                                           (("in_x", "MTE2"), "pipe that waits"), ("in_x", "pair")], ...),
-    "04.fastest_buffer_num": ({"SiLU": np.int64(3), "Add": 3}, [({"SiLU": 3, "Add": 1}, "with one slot"),
-                                                                ({"SiLU": 2, "Add": 3}, "back to back"),
-                                                                ({"SiLU": np.int64(2), "Add": np.int64(3)},
-                                                                 "back to back"),
-                                                                ({"SiLU": True, "Add": 3}, "whole numbers"),
-                                                                ([3, 3], "dict")], ...),
     "05.nz_offset": (_nz(), [(_nz("no pad"), "pads the rows"), (_nz("nd"), "that is ND"), (_nz("zz"), "that is ZZ"),
                              (_nz("swapped"), "row-major ('z')")], _nz_blank),
     "05.k_loop": (_k_loop(), [(_k_loop(init="always"), "only the last K0 slice"),
