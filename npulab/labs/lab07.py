@@ -4,7 +4,8 @@ the goldens of :mod:`npulab.ops.golden`; a tile's instruction stream and the vec
 are read off a trace by :mod:`npulab.plot.vector_pipe`).
 
 * :func:`chip_rates`: the vector unit's and one core's share of HBM's rates, side by side;
-  :func:`pass_cycles`, :func:`plot_passes`: a run's vector time by instruction against MTE2's;
+  :func:`draw_row_tile`: the idea's picture; :func:`pass_cycles`, :func:`plot_passes`: a run's
+  vector time by instruction against MTE2's;
 * :func:`softmax_naive`: the overflowing form; :func:`softmax_logits`: the exercise's logits;
   :class:`SoftmaxStages`, :func:`run_softmax`: the softmax row kernel of exercise 1;
 * :class:`RmsNormStages` (= the package's RMSNorm kernel, whose ``compute_rows`` a subclass
@@ -55,6 +56,37 @@ def chip_rates(chip: str = "910") -> dict:
 
 
 _QUEUE_MARKS = ("alloc_tensor", "free_tensor", "enque", "deque", "init_buffer")   # queue book-keeping
+
+
+def draw_row_tile(rows: int = 4, ax=None):
+    """The idea's picture: one UB tile of ``rows`` whole rows going through a norm's steps. The
+    fp16 slot is widened to an fp32 tile (twice the bytes), each row reduced to one fp32 value
+    (a column of per-row statistics), that value broadcast back over its row, and the result
+    rounded into the fp16 out slot."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+    ax = ax or plt.subplots(figsize=(9, 2.6))[1]
+    h = 0.5
+    boxes = [("in slot (fp16)", 0.0, 2.0, "#9ecae1"), ("fp32 tile", 3.2, 4.0, "#fdae6b"),
+             ("one fp32\nvalue a row", 8.6, 0.5, "#a1d99b"), ("fp32 tile", 10.5, 4.0, "#fdae6b"),
+             ("out slot (fp16)", 15.7, 2.0, "#9ecae1")]
+    for label, x0, w, colour in boxes:
+        for r in range(rows):
+            ax.add_patch(Rectangle((x0, r * h), w, h * 0.9, facecolor=colour, edgecolor="0.3"))
+        ax.text(x0 + w / 2, rows * h + 0.15, label, ha="center", va="bottom", fontsize=9)
+    for x0 in (3.2, 10.5):
+        ax.text(x0 + 2.0, -0.15, "fp32 passes", ha="center", va="top", fontsize=8)
+    steps = [(2.0, 3.2, "Cast"), (7.2, 8.6, "reduce\neach row"), (9.1, 10.5, "broadcast\n(Brcb)"),
+             (14.5, 15.7, "Cast")]
+    for x0, x1, label in steps:
+        ax.add_patch(FancyArrowPatch((x0 + 0.05, rows * h / 2), (x1 - 0.05, rows * h / 2), arrowstyle="-|>",
+                                     mutation_scale=12, color="0.2"))
+        ax.text((x0 + x1) / 2, -0.15, label, ha="center", va="top", fontsize=8)
+    ax.text(-0.2, rows * h / 2, f"{rows} whole\nrows", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-1.4, 18)
+    ax.set_ylim(-0.9, rows * h + 0.7)
+    ax.axis("off")
+    return ax
 
 
 def layer_norm_run(shape=(32 * 128, 768), chip: str = "910"):
@@ -291,7 +323,7 @@ def fp16_exp_limit() -> float:
     return math.log(float(np.finfo(np.float16).max))
 
 
-__all__ = ["chip_rates", "layer_norm_run", "pass_cycles", "plot_passes", "softmax_naive", "softmax_logits", "SoftmaxStages", "run_softmax", "RmsNormStages",
+__all__ = ["chip_rates", "draw_row_tile", "layer_norm_run", "pass_cycles", "plot_passes", "softmax_naive", "softmax_logits", "SoftmaxStages", "run_softmax", "RmsNormStages",
            "rms_inputs", "run_rms_norm", "BOUND_CASES", "BOUND_CHIP", "bound_pipes", "CHUNKED_SHAPE",
            "CHUNKED_CHIP", "ChunkedStages", "chunked_inputs", "run_chunked", "gelu_grid", "gelu_errors",
            "gelu_cycles", "gelu_formula_error", "layer_norm_pipelining", "fp16_exp_limit"]
