@@ -145,3 +145,16 @@ def describe_2d(t: RowScale2DTiling, dtype=np.float16, chip=WIDE_CHIP) -> str:
             f"{min(t.cols_per_core, t.cols):,}, a tile {t.rows_per_tile} x {t.cols_per_tile:,}; "
             f"UB {demand_2d(t, dtype):,} of {c.buffers.ub:,} B")
 
+
+
+def print_2d_runs(tilings: dict, chip=WIDE_CHIP) -> None:
+    """Cycles of each named 2-D tiling of WIDE_SHAPE (timing mode) and its speed-up over the
+    first; a name whose tiling is not written yet (not a RowScale2DTiling) says so."""
+    first = None
+    for name, t in tilings.items():
+        if not isinstance(t, RowScale2DTiling):
+            print(f"{name:>22}: not written yet")
+            continue
+        cycles = run_2d(t, chip=chip)[3].cycles
+        first = first or cycles
+        print(f"{name:>22}: {cycles:>7,} cycles, {first / cycles:4.1f}x  ({describe_2d(t, chip=chip)})")

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from ...arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
+from ...arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div
 from ...chips import get_chip
 from ...errors import AlignmentError, BufferOverflowError, ShapeError
 from ...kernels.elementwise import MIN_TILES_PER_BLOCK, QUEUES_PER_TILE
