@@ -7,7 +7,10 @@
   rows: :mod:`npulab.kernels.examples.row_scale`);
 * :data:`PREDICT_SHAPE`, :data:`PREDICT_RECIPE`, :func:`predict_tiling`: the matmul tiling whose
   overflowing buffers exercise 3 asks for;
-* :func:`cores_sweep`: cycles of one Add on the 910 with 1, 2, 4 ... 32 cores.
+* :func:`cores_sweep`: cycles of one Add on the 910 with 1, 2, 4 ... 32 cores (exercise 4
+  predicts where it stops speeding up);
+* :data:`WIDE_SHAPE`, :func:`whole_rows_2d`, :func:`run_2d`: the challenge, a row scale of a few
+  very long rows (:mod:`npulab.kernels.examples.row_scale_2d`), its whole-rows tiling and a run.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import numpy as np
 from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
 from ..chips import get_chip
 from ..kernels.elementwise import AddTiling, add_kernel, add_tiling
+from ..kernels.examples.row_scale_2d import RowScale2DTiling, demand_2d, launch_row_scale_2d
 from ..lang import launch
 
 CHIP = "teach"
@@ -27,6 +31,12 @@ ROW_CASES = ((1000, 256, np.float16, "teach"), (7, 1024, np.float16, "teach"),
 #: exercise 3: which buffers does this matmul tiling overflow on the teaching chip?
 PREDICT_SHAPE = (256, 256, 256)
 PREDICT_RECIPE = (64, 128, 128, 32, 2, 2, 2)     # TILE_M, TILE_N, TILE_K, TILE_K0, L1/L0/L0C buffers
+#: exercise 4: the core counts of the Add sweep
+SWEEP_CORES = (1, 2, 4, 8, 16, 32)
+#: the challenge: a row scale of 2 rows of 512 Ki fp16 elements (1 MiB a row) on the 910
+WIDE_SHAPE, WIDE_CHIP = (2, 1 << 19), "910"
+#: the shapes the challenge's tiling function must also run correctly: (rows, cols, dtype, chip)
+WIDE_CASES = ((3, 1024, np.float16, "teach"), (5, 512, np.float32, "teach"), (2, 4096, np.float16, "910"))
 
 
 def inputs(n: int, dtype=np.float16, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -105,3 +115,46 @@ def print_sweep(rows, chip: str = DEFAULT_CHIP) -> None:
         print(f"{r['cores']:>5}  {r['cycles']:>10,}  {r['us']:>7.1f}us  {r['gb_s']:>6.0f}GB/s  "
               f"{rows[0]['cycles'] / r['cycles']:>7.1f}x")
     print(f"HBM of the {c.name}: {c.gm_bandwidth_gbs:,.0f} GB/s shared by all {c.ai_cores} cores")
+
+
+# -- the challenge: a 2-D tiling of a row scale (npulab.kernels.examples.row_scale_2d) ----------
+def whole_rows_2d(rows: int, cols: int, dtype, chip) -> RowScale2DTiling:
+    """Exercise 2's tiling carried to rows too long for UB: whole rows per core (rows split
+    evenly over the cores), a tile of one row by as many columns as UB holds (whole 32-byte
+    blocks). Correct everywhere, but a few rows keep as few cores busy."""
+    c, item = get_chip(chip), np.dtype(dtype).itemsize
+    rows_per_core = ceil_div(rows, c.cores_for("aiv"))
+    per_elem = 2 * (1 + 2 * 1) * item                  # 2 slots of gamma, in_x and out_z chunks
+    chunk = c.buffers.ub // per_elem // (BLOCK_BYTES // item) * (BLOCK_BYTES // item)
+    return RowScale2DTiling(rows, cols, rows_per_core, cols, 1, min(chunk, cols))
+
+
+def run_2d(t: RowScale2DTiling, chip=WIDE_CHIP, dtype=np.float16, mode: str = "timing"):
+    """Launch the 2-D row scale with tiling ``t`` on seeded inputs of its shape: (x, gamma, z, trace)."""
+    x, g = row_inputs(t.rows, t.cols, dtype) if mode == "functional" else \
+        (np.zeros((t.rows, t.cols), dtype), np.zeros(t.cols, dtype))
+    z, trace = launch_row_scale_2d(x, g, t, chip=chip, mode=mode)
+    return x, g, z, trace
+
+
+def describe_2d(t: RowScale2DTiling, dtype=np.float16, chip=WIDE_CHIP) -> str:
+    """The 2-D tiling in words: the block grid, the cores busy, a tile and the UB it reserves."""
+    c = get_chip(chip)
+    return (f"{t.row_groups} row group(s) x {t.col_groups} column group(s) = {t.block_dim} of "
+            f"{c.cores_for('aiv')} cores busy; a block {min(t.rows_per_core, t.rows)} x "
+            f"{min(t.cols_per_core, t.cols):,}, a tile {t.rows_per_tile} x {t.cols_per_tile:,}; "
+            f"UB {demand_2d(t, dtype):,} of {c.buffers.ub:,} B")
+
+
+
+def print_2d_runs(tilings: dict, chip=WIDE_CHIP) -> None:
+    """Cycles of each named 2-D tiling of WIDE_SHAPE (timing mode) and its speed-up over the
+    first; a name whose tiling is not written yet (not a RowScale2DTiling) says so."""
+    first = None
+    for name, t in tilings.items():
+        if not isinstance(t, RowScale2DTiling):
+            print(f"{name:>22}: not written yet")
+            continue
+        cycles = run_2d(t, chip=chip)[3].cycles
+        first = first or cycles
+        print(f"{name:>22}: {cycles:>7,} cycles, {first / cycles:4.1f}x  ({describe_2d(t, chip=chip)})")
