@@ -562,8 +562,6 @@ BATCH = _largest_batch()
 BATCH_PEAK, BATCH_LOWER, BATCH_SUM = (getattr(lab09.plan_at(1), k) for k in ("peak", "lower_bound", "total_bytes"))
 
 
-PEAK_910 = 32 * 4096 * 2 * C910.clock_ghz / 1000
-READ_US = 64 * 2**20 / (C910.memory.gm_bytes_per_cycle * C910.clock_ghz * 1e9) * 1e6
 M = N = K = 1024
 R, C = 4096, 1024
 BEST_TILE = TEACH.buffers.ub // 6 // 32 * 32 // 2
@@ -580,12 +578,6 @@ BOUND_OK = {"add": "memory", "matmul": "compute", "layernorm": "memory-bound", "
 
 #: exercise -> (reference answer, [(wrong answer, words the hint must contain), ...], blank)
 CASES = {
-    "00.largest_buffer": ("L1", [("UB", "compare the sizes"), ("GM", "shared by all cores"),
-                                 (1048576, "string")], ...),
-    "00.peak_tflops": (PEAK_910, [(PEAK_910 / 2, "two FLOPs"), (PEAK_910 / 32, "one AI core"),
-                                  (PEAK_910 * 1000, "TFLOPS")], ...),
-    "00.gm_read_us": (READ_US, [(64e6 / 1200e9 * 1e6, "2**20"), (READ_US * 1e3, "units"),
-                                (READ_US / 32, "shared")], ...),
     "01.attainable": (attainable_ok, [(attainable_max, "smaller"), (attainable_units, "units")], blank_fn),
     "01.intensity_add": (1 / 6, [(1 / 4, "written"), (1 / 3, "2 bytes"), (6.0, "FLOPs divided by bytes")], ...),
     "01.intensity_matmul": (2 * M * N * K / (2 * (M * K + K * N + M * N)),

@@ -37,9 +37,9 @@ UB_TILES = 2 * BUFFER_NUM            # in_x and out_y, two slots each
 @dataclass(frozen=True)
 class CopyPlan:
     """How the copy is launched: ``block_dim`` cores, each copying its share of ``x`` in tiles
-    of ``tile_bytes`` (the default: one core, 2 KiB copies, what a first try often is)."""
+    of ``tile_bytes`` (the default: one core, 1 KiB copies, what a first try often is)."""
     block_dim: int = 1
-    tile_bytes: int = 2048
+    tile_bytes: int = 1024
 
 
 def check_plan(plan: CopyPlan, chip=DEFAULT_CHIP) -> None:
