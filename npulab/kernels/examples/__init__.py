@@ -9,6 +9,8 @@ module         kernel
 ``row_scale``  z[r, :] = x[r, :] * gamma over whole rows (lab 03: a 2-D tiling)
 ``silu``       SiLU single and double buffered (lab 04: queue slots and overlap)
 ``img2col``    load_3d run over an index map, L0A read back (lab 06: img2col arithmetic)
+``gm_copy``    y = x GM to GM through the UB, a plan of cores and copy size (lab 00's challenge)
+``poly``       y = p(x) with the Compute stage passed in (lab 01's challenge: passes a tile)
 =============  ==========================================================================
 
 The labs' scaffolds that run a learner's code (the K loop of lab 05, the epilogue of lab 08)
