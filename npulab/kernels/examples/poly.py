@@ -30,6 +30,7 @@ import numpy as np
 from ... import lang
 from ...arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
 from ...chips import get_chip
+from ...errors import ShapeError
 from ...lang import VECCALC, VECIN, VECOUT, Queue, TBuf, TPipe, get_block_idx, launch
 
 DEGREE = 15
@@ -122,6 +123,9 @@ def launch_poly(body: Callable, x: np.ndarray, chip=DEFAULT_CHIP, mode: str = "f
     """Run ``body`` as the Compute stage of y = p(x) over ``x`` (fp16, 1-D, whole 32-byte blocks
     a block); returns (y or None in timing mode, trace)."""
     x = np.ascontiguousarray(x, np.float16).reshape(-1)
+    if x.size == 0 or x.nbytes % BLOCK_BYTES:
+        raise ShapeError(f"poly: x has {x.size} fp16 elements, expected a positive multiple of "
+                         f"{BLOCK_BYTES // 2} (whole 32-byte blocks)")
     t = poly_tiling(x.size, chip)
 
     def kernel(xg, yg, tt):
