@@ -1,6 +1,6 @@
 """The labs' machinery: checkers for the exercises, the notebook generator, and each lab's glue.
 
-* :mod:`npulab.labs.check`: ``check.lab00.largest_buffer(answer)`` and friends, one checker per
+* :mod:`npulab.labs.check`: ``check.lab00.on_chip_mib(answer)`` and friends, one checker per
   exercise, printing PASS / NOT ATTEMPTED YET / FAIL with a hint;
 * :mod:`npulab.labs.notebooks`: ``labs/src/NN_name.md`` -> learner and (executed) solution notebooks
   (``python -m npulab.labs build``);

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..arch import DEFAULT_CHIP
 from ..chips import ChipSpec, get_chip
+from ..kernels.examples import poly
 from ..sim.cost import attainable, peak_tflops, ridge
 
 FP16 = 2                                  # bytes per element
@@ -16,10 +17,10 @@ MATMUL_MNK = (1024, 1024, 1024)           # C[M,N] = A[M,K] @ B[K,N], all fp16
 LAYERNORM_RC = (4096, 1024)               # rows x columns, fp16, normalised over each row
 LAYERNORM_FLOPS_PER_ELEMENT = 8           # mean 1, variance 3, normalise + scale + shift 4
 DECODE_MNK = (16, 4096, 4096)             # an LLM decode step: 16 tokens (M) through a 4096 x 4096 weight
-POLY_DEGREE = 15                          # y = p(x) element-wise, Horner's rule: a multiply and an add a degree
-#: Which unit each operator runs on: its roof is that unit's peak.
-UNIT = {"add": "vector", "matmul": "cube", "layernorm": "vector", "decode_matmul": "cube",
-        "polynomial": "vector"}
+POLY_DEGREE = poly.DEGREE                 # y = p(x) element-wise, Horner's rule: a multiply and an add a degree
+POLY_N = 1 << 21                          # the challenge's polynomial: this many fp16 elements on the 910
+#: Which unit each operator of exercise 3 runs on: its roof is that unit's peak.
+UNIT = {"add": "vector", "matmul": "cube", "decode_matmul": "cube", "polynomial": "vector"}
 
 
 def intensity_add(n: int = ADD_N) -> float:
@@ -43,9 +44,8 @@ def intensity_polynomial(degree: int = POLY_DEGREE) -> float:
 
 
 def reference_intensities() -> dict[str, float]:
-    """FLOP/B of every operator of exercise 5, by name (the keys of UNIT)."""
+    """FLOP/B of every operator of exercise 3, by name (the keys of UNIT)."""
     return {"add": intensity_add(), "matmul": intensity_matmul(*MATMUL_MNK),
-            "layernorm": intensity_layernorm(*LAYERNORM_RC),
             "decode_matmul": intensity_matmul(*DECODE_MNK), "polynomial": intensity_polynomial()}
 
 
@@ -60,7 +60,7 @@ def bound(chip: "ChipSpec | str", op: str, intensity: float) -> str:
 
 
 def roofline_table(chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[tuple]:
-    """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the operators of exercise 5."""
+    """(op, unit, intensity, ridge, attainable TFLOPS, bound) for the operators of exercise 3."""
     chip = get_chip(chip)
     rows = []
     for op, ai in reference_intensities().items():
@@ -110,6 +110,9 @@ def print_core(chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
           f"({chip.gm_sustained_bytes_per_cycle:.0f} B a cycle),\n    shared by the cores that copy at once")
     print(f"cube: {chip.cube.macs_per_cycle_fp16} fp16 MACs a cycle; vector: "
           f"{chip.vector.bytes_per_cycle} bytes a cycle ({chip.vector.bytes_per_cycle // 2} fp16 ops)")
+    if chip.arch == "split":
+        print(f"split cores: {chip.ai_cores} AIC (cube, L1, L0A, L0B, L0C) and {chip.vector_units} AIV (vector "
+              f"unit, UB), {chip.vector_units // chip.ai_cores} AIV for each AIC")
 
 
 def measure_add(sizes=(1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22), chip: "ChipSpec | str" = DEFAULT_CHIP,
@@ -164,13 +167,47 @@ def layernorm_passes(chip: "ChipSpec | str" = DEFAULT_CHIP, shape=LAYERNORM_RC) 
             "bound": "vector" if vector_cycles > gm_cycles else "memory"}
 
 
-def print_layernorm_passes(r: dict) -> None:
-    print(f"vector passes an element (fp32, 64 a repeat): {r['passes']:.2f}")
-    print(f"floor of the passes:    {r['vector_cycles']:>9,.0f} cycles")
-    print(f"floor of the GM bytes:  {r['gm_cycles']:>9,.0f} cycles")
-    print(f"simulated:              {r['cycles']:>9,} cycles")
-    print(f"vector roof for this kernel: {r['fp32_roof_tflops']:.2f} TFLOPS (the fp16 FLOP peak: "
-          f"{r['fp16_roof_tflops']:.2f}); bound: {r['bound']}")
+def passes_per_element(chip: "ChipSpec | str" = DEFAULT_CHIP) -> float:
+    """The fp32 vector passes an element of fp16 LayerNorm takes on ``chip``, measured
+    (:func:`layernorm_passes`)."""
+    return layernorm_passes(chip)["passes"]
+
+
+def print_layernorm_passes(chips=("910", "910b")) -> None:
+    """fp16 LayerNorm (LAYERNORM_RC) on each chip: its passes, the floors they and its GM bytes
+    set (cycles of one vector core), what the simulator measured, and the bound."""
+    print(f"{'chip':6} {'vector cores':>12} {'passes':>6} {'vector floor':>12} {'GM floor':>9} "
+          f"{'simulated':>9}  {'vector roof':>11}  bound")
+    for name in chips:
+        r, c = layernorm_passes(name), get_chip(name)
+        print(f"{name:6} {c.vector_units:>12} {r['passes']:>6.2f} {r['vector_cycles']:>12,.0f} {r['gm_cycles']:>9,.0f} "
+              f"{r['cycles']:>9,}  {r['fp32_roof_tflops']:>5.2f} of {r['fp16_roof_tflops']:<5.2f} {r['bound']}")
+
+
+def poly_input(n: int = POLY_N) -> "np.ndarray":
+    """The challenge's input: ``n`` fp16 values in [-1, 1] (seeded)."""
+    import numpy as np
+    return np.random.default_rng(1).uniform(-1, 1, n).astype(np.float16)
+
+
+def poly_run(body, chip: "ChipSpec | str" = DEFAULT_CHIP):
+    """Time ``body`` as the Compute stage of y = p(x) over :func:`poly_input`: (trace, vector
+    instructions it issues on one tile of core 0)."""
+    from ..sim.isa import Pipe
+    _, tr = poly.launch_poly(body, poly_input(), chip, "timing")
+    t = poly.poly_tiling(POLY_N, chip)
+    core0 = ((tr.core == 0) & (tr.pipe == int(Pipe.V))).nonzero()[0]
+    whole = sum(1 for i in core0 if str(tr.name[i]).endswith(f" {t.tile}"))
+    return tr, whole / (t.block_factor // t.tile)
+
+
+def run_poly(body, chip: "ChipSpec | str" = DEFAULT_CHIP) -> None:
+    """Print what :func:`poly_run` measured: cycles, core 0's vector and MTE2 busy shares, and
+    the vector instructions a tile."""
+    tr, per_tile = poly_run(body, chip)
+    r = tr.pipe_ratios(0)
+    print(f"{getattr(body, '__name__', 'body')}: {tr.cycles:,} cycles; core 0: vector busy {r['vec_ratio']:.0%}, "
+          f"MTE2 busy {r['mte2_ratio']:.0%}; {per_tile:g} vector instructions a tile")
 
 
 def print_measure_add(rows: list[dict]) -> None:

@@ -81,8 +81,8 @@ def test_an_edited_source_is_detected_as_stale(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     text = (LABS / "src" / "00_environment.md").read_text(encoding="utf-8")
-    edited = text.replace("largest = max(sizes, key=sizes.get).upper()",
-                          "largest = max(sizes, key=sizes.get).upper()  # edited")
+    line = "on_chip_mib = chip.ai_cores * sum(getattr(chip.buffers, b) for b in names) / 2**20"
+    edited = text.replace(line, line + "  # edited")
     assert edited != text
     (src / "00_environment.md").write_text(edited, encoding="utf-8")
     learner, solution = nbbuild.make(src / "00_environment.md")

@@ -6,8 +6,13 @@ leaves out.
 ====================  ==========================================================================
 module                kernel
 ====================  ==========================================================================
+``gm_copy``           y = x GM to GM through the UB, a plan of cores and copy size (lab 00's challenge)
+``poly``              y = p(x) with the Compute stage passed in (lab 01's challenge: passes a tile)
 ``row_scale``         z[r, :] = x[r, :] * gamma over whole rows (lab 03: a 2-D tiling)
+``row_scale_2d``      the same with rows and columns cut over the cores (lab 03's challenge)
 ``silu``              SiLU single and double buffered (lab 04: queue slots and overlap)
+``mish``              Mish, a vector-heavy activation (lab 04: how many slots pay)
+``swiglu_gate``       SwiGLU's gate silu(a) * b, two inputs (lab 04's stall and challenge)
 ``img2col``           load_3d run over an index map, L0A read back (lab 06: img2col arithmetic)
 ``rms_norm_chunked``  RMSNorm of rows too long for the UB, in chunks (lab 07's challenge)
 ====================  ==========================================================================

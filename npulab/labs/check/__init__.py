@@ -1,4 +1,4 @@
-"""The checkers behind the labs' check cells: ``check.lab00.largest_buffer(largest)``.
+"""The checkers behind the labs' check cells: ``check.lab00.on_chip_mib(on_chip_mib)``.
 
 A checker never raises. It prints one of three verdicts:
 
@@ -81,14 +81,14 @@ def not_attempted(what: str = "replace the ... with your answer") -> Verdict:
 @dataclass(frozen=True)
 class Exercise:
     lab: str           # "00"
-    name: str          # "largest_buffer"
+    name: str          # "on_chip_mib"
     concept: str       # what a failure sends the learner back to
     performance: bool  # graded on cycles too
     key: tuple = ()    # the reference answer's key tokens, as its solution code writes them
     challenge: bool = False   # the lab's closing challenge (a performance target, no one-line fix)
 
 
-#: Every exercise, by "lab.name" (e.g. "00.largest_buffer"), in definition order.
+#: Every exercise, by "lab.name" (e.g. "00.on_chip_mib"), in definition order.
 REGISTRY: dict[str, Exercise] = {}
 
 
