@@ -148,7 +148,8 @@ def epilogue_home(answer):
                       got=got[k], hint=_HOME_HINTS[(k, got[k])])
     return passed("all seven placed: the bias, the cast, the dequantisation and ReLU ride FixPipe's drain, "
                   "BatchNorm folds away, GELU and the residual add need the vector unit (on the 910B the "
-                  "AIV, which reads the tile back from a GM workspace).")
+                  "AIV, which reads the tile back from a GM workspace). On the 910 all but the fold run on "
+                  "the vector unit, each tile in UB on its way out.")
 
 
 # -- exercise 3: the fused epilogue ------------------------------------------------------------------
@@ -328,11 +329,8 @@ def fusion_plan(plan):
     if (one := next((g for g in plan if isinstance(g, str)), None)) is not None:
         return failed("a group is a string, not a tuple", expected=f'("{one}",)', got=repr(one),
                       hint='a group of one op needs its comma: ("conv1",) is a tuple, ("conv1") a string.')
-    try:
-        groups = [tuple(g) for g in plan]
-        if any(not isinstance(op, str) for g in groups for op in g):
-            raise TypeError
-    except TypeError:
+    groups = [tuple(g) if isinstance(g, (list, tuple)) else None for g in plan]
+    if any(g is None or not all(isinstance(op, str) for op in g) for g in groups):
         return failed("the plan should be a list of tuples of op names", expected='[("conv1", ...), ...]',
                       got=repr(plan)[:80], hint='each group is a tuple of op names, e.g. ("conv1",).')
     flat = tuple(op for g in groups for op in g)
