@@ -311,22 +311,6 @@ class _RmsBlank(lab07.RmsNormStages):
 
 
 # -- lab 08 ------------------------------------------------------------------------------------
-def _fold(kind="ok"):
-    def fn(mean, var, gamma, beta, eps):
-        std = var + eps if kind == "var" else np.sqrt(var + eps)
-        scale = gamma / std
-        if kind == "scale only":
-            return scale
-        if kind == "beta - mean":
-            return scale, beta - mean
-        return scale, (beta + mean * scale) if kind == "plus" else (beta - mean * scale)
-    return fn
-
-
-def _fold_blank(mean, var, gamma, beta, eps):
-    ...
-
-
 def _epilogue(kind="ok"):
     def fn(c_gm, c, bias, slot, m, n, dst_stride):
         if kind != "no wait":
@@ -538,17 +522,15 @@ CASES = {
     "07.rms_norm_kernel": (_rms(), [(_rms("sum"), "1 / cols"), (_rms("no eps"), "add eps"),
                                     (_rms("no reciprocal"), "reciprocal of the"), (_rms("no gamma"), "gamma scales"),
                                     (_rms("tile"), "per-row values"), (3, "your kernel class")], _RmsBlank),
-    "08.bn_fold": (_fold(), [(_fold("var"), "standard deviation"), (_fold("beta - mean"), "scaled too"),
-                             (_fold("plus"), "minus sign"), (_fold("scale only"), "pair")], _fold_blank),
-    "08.fused_epilogue": (_epilogue(), [(_epilogue("no wait"), "wait_flag(PIPE_MTE2, PIPE_FIX, slot)"),
-                                        (_epilogue("no set"), "set_flag(PIPE_FIX, PIPE_MTE2, slot)"),
-                                        (_epilogue("early release"), "only after it"),
+    "08.fused_epilogue": (_epilogue(), [(_epilogue("no wait"), "only after MTE2's copy has landed"),
+                                        (_epilogue("no set"), "someone must set it"),
+                                        (_epilogue("early release"), "only once FixPipe has read it"),
                                         (_epilogue("no bias"), "bias is missing"),
                                         (_epilogue("no relu"), "ReLU is missing"),
                                         (_epilogue("barrier"), "barrier")], _epilogue_blank),
     "08.gm_bytes_saved": (4 * OUT_BYTES, [(2 * OUT_BYTES, "both round trips"), (OUT_BYTES, "written once either way"),
                                           (4 * 16 * 128 * 56 * 56 * 2, "the stride is 2"),
-                                          (5 * OUT_BYTES, "5 - 1 = 4"), (str(4 * OUT_BYTES), "a number")], ...),
+                                          (5 * OUT_BYTES, "passes over Y"), (str(4 * OUT_BYTES), "a number")], ...),
     "09.lifetimes": (LIFETIMES, [({v: (a, b - 1) for v, (a, b) in LIFETIMES.items()}, "half-open"),
                                  ({**LIFETIMES, "d": (3, 5)}, "graph output lives to the end"),
                                  ({**LIFETIMES, "x": (0, 1)}, "graph input"),
