@@ -17,7 +17,7 @@ import pytest
 
 from npulab.labs import notebooks
 from npulab.labs.check import REGISTRY
-from npulab.labs.regions import has_region
+from npulab.labs.regions import code_lines, has_region
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
 CHECK_CALL = re.compile(r"check\.lab(\d\d)\.(\w+)\(")
@@ -146,3 +146,38 @@ def test_a_token_given_away_is_caught(tmp_path):
     stored.cells[1].outputs = [nbformat.v4.new_output("stream", text="slots: 2  *  3\n")]
     found = {key: rest for key, *rest in _exercises(src, stored)}
     assert "printed or stated above" in given_away("99.slots", ["2 * 3"], found)[0]     # an output
+
+
+# -- issue 17's floor for labs 00-08 -------------------------------------------------------
+FIRST_LABS = {f"{i:02d}" for i in range(9)}
+BY_LAB = {lab: [k for k, ex in REGISTRY.items() if ex.lab == lab] for lab in sorted(FIRST_LABS)}
+
+
+def test_every_exercise_of_labs_00_to_08_names_its_key_tokens():
+    bare = [k for keys in BY_LAB.values() for k in keys if not REGISTRY[k].key]
+    assert not bare, f"exercises without key tokens: {bare}"
+
+
+def test_labs_00_to_08_hold_at_least_45_checked_exercises():
+    counts = {lab: len(keys) for lab, keys in BY_LAB.items()}
+    assert sum(counts.values()) >= 45, counts
+    assert all(n >= 4 for n in counts.values()), counts
+
+
+def test_each_of_labs_00_to_08_ends_with_one_performance_challenge():
+    for lab, keys in BY_LAB.items():
+        challenges = [k for k in keys if REGISTRY[k].challenge]
+        assert challenges == keys[-1:], f"lab {lab}: one challenge, its last exercise; got {challenges}"
+        assert REGISTRY[challenges[0]].performance, f"{challenges[0]}: a challenge has a cycle target"
+    assert not [k for k, ex in REGISTRY.items() if ex.challenge and ex.lab not in FIRST_LABS]
+
+
+def test_learner_code_cells_stay_under_a_dozen_lines():
+    long = []
+    for src in notebooks.sources():
+        learner, _ = notebooks.make(src)
+        for i, cell in enumerate(learner.cells):
+            n = code_lines(cell.source.split("\n")) if cell.cell_type == "code" else 0
+            if n >= 12:
+                long.append(f"{src.stem} cell {i}: {n} lines")
+    assert not long, long
