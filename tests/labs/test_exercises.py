@@ -659,8 +659,8 @@ def test_lab03_add_tiling_exercise_is_the_packages_add_tiling():
 def test_the_checkers_shared_screens():
     v = check.screen_function(3, "nz_offset")
     assert v.status == "fail" and v.hint == "pass nz_offset itself, without calling it."
-    assert check.screen_function(blank_fn, "f").status == "not attempted"
-    assert check.screen_function(attainable_ok, "f") is None
+    assert check.screen_function(_nz_blank, "f").status == "not attempted"
+    assert check.screen_function(_nz(), "f") is None
     assert check.screen_class(ComputeOk, KernelAdd, "KernelAdd", "MyAdd") is None
     v = check.screen_class(object.__new__(ComputeOk), KernelAdd, "KernelAdd", "MyAdd")    # an instance
     assert v.status == "fail" and v.expected == "a subclass of KernelAdd" and "(MyAdd)" in v.hint
