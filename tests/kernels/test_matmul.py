@@ -155,6 +155,59 @@ def test_swizzle_visits_every_block_tile_once(batch, ml, nl, offset, direction):
     assert sorted(coords) == [(b, m, n) for b in range(batch) for m in range(ml) for n in range(nl)]
 
 
+@pytest.mark.parametrize("rows, cols, ml, nl", [(2, 3, 4, 6), (4, 6, 8, 12), (1, 4, 3, 8), (3, 1, 9, 2)])
+def test_a_static_grid_gives_each_core_one_block_of_whole_tiles(rows, cols, ml, nl):
+    # pto-isa's GEMM split: core c owns the block at grid position divmod(c, cols), row by row
+    t = make_tiling(MatmulProblem.of((ml * 16, nl * 16, 16), np.float16), "910b", (16, 16, 16, 16, 2, 2, 2),
+                    block_dim=rows * cols, swizzle_offset=rows, swizzle_direction=2)
+    assert problems(t, "910b") == [] and "Grid" in t.recipe()
+    sched = BlockScheduler(t)
+    owner = {sched.block_coord(i): i % t.block_dim for i in range(sched.core_loops())}
+    assert sorted(owner) == [(0, m, n) for m in range(ml) for n in range(nl)]
+    bm, bn = ml // rows, nl // cols
+    assert all(c == (m // bm) * cols + n // bn for (_, m, n), c in owner.items())
+    first = [sched.block_coord(i) for i in range(0, sched.core_loops(), t.block_dim)]
+    assert first[:2] == [(0, 0, 0), (0, 0, 1)] if bn > 1 else first[:2] == [(0, 0, 0), (0, 1, 0)]
+
+
+def test_a_static_grid_that_does_not_divide_the_tiles_is_refused():
+    p = MatmulProblem.of((96, 96, 16), np.float16)                      # 6 x 6 tiles of 16
+    for block_dim, rows in ((6, 4), (8, 4), (6, 2)):
+        t = make_tiling(p, "910b", (16, 16, 16, 16, 2, 2, 2), block_dim=block_dim, swizzle_offset=rows,
+                        swizzle_direction=2)
+        bad = problems(t, "910b")
+        if (block_dim, rows) == (6, 2):
+            assert bad == []
+        else:
+            assert bad and "static grid of 4 core rows" in bad[0]
+    t = make_tiling(p, "910b", (16, 16, 16, 16, 2, 2, 2), swizzle_direction=3)
+    assert "direction 0, 1 or 2" in problems(t, "910b")[0]
+
+
+@pytest.mark.parametrize("chip", ["910", "910b"])
+@pytest.mark.parametrize("grid", [False, True])
+def test_fp16_inputs_can_write_an_fp32_c(chip, grid):
+    # L0C's fp32 sums written out unconverted (pto-isa's GEMM): fp32 accuracy, not fp16's
+    a, b = _operands(96, 96, 64, np.float16, 3)
+    p = MatmulProblem(1, 96, 96, 64, "float16", c_dtype="float32")
+    extra = dict(block_dim=6, swizzle_offset=3, swizzle_direction=2) if grid else {}
+    t = make_tiling(p, chip, (32, 16, 32, 16, 2, 2, 2), **extra)
+    c, _ = launch_matmul(a, b, t, chip=chip)
+    c = np.asarray(c).reshape(96, 96)
+    assert c.dtype == np.float32
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), **TOL[np.float32])
+    assert p.key().endswith("|float16->float32") and MatmulProblem(1, 96, 96, 64, "float16").key().endswith("|float16")
+
+
+def test_a_c_dtype_the_cube_cannot_write_is_refused():
+    with pytest.raises(ShapeError, match=r"C of int8 from float16 inputs is not possible; expected one of "
+                                         r"float16, float32"):
+        MatmulProblem(1, 16, 16, 16, "float16", c_dtype="int8")
+    with pytest.raises(ShapeError, match=r"expected one of int32"):
+        MatmulProblem(1, 16, 16, 16, "int8", c_dtype="float16")
+    assert MatmulProblem(1, 16, 16, 16, "float16", c_dtype="float16").c_dtype is None   # the default, named
+
+
 def test_utilization_never_above_one_and_swizzle_helps():
     shape = (1, 2048, 2048, 1024)
     problem = MatmulProblem.of(shape, np.float16)

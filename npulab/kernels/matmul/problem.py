@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...arch import CUBE_DTYPES, OUT_DTYPE
+from ...arch import ACC_DTYPE, CUBE_DTYPES, OUT_DTYPE
 from ...errors import ShapeError
 from ..tiling_data import CubeProblem
 
@@ -25,6 +25,8 @@ class MatmulProblem(CubeProblem):
     trans_b: bool = False       # B is stored (N, K)
     has_bias: bool = False      # + bias (N values of the accumulator dtype) in FixPipe
     relu: bool = False          # ReLU in FixPipe, after the bias
+    c_dtype: str | None = None  # C's dtype: None is the input's (int32 for int8); the accumulator's
+                                # (float32 from float16) writes L0C out unconverted, as pto-isa's GEMM
 
     def __post_init__(self):
         dt = np.dtype(self.dtype)
@@ -39,6 +41,16 @@ class MatmulProblem(CubeProblem):
         object.__setattr__(self, "dtype", dt.name)
         for name in ("trans_a", "trans_b", "has_bias", "relu"):
             object.__setattr__(self, name, bool(getattr(self, name)))
+        if self.c_dtype is not None:
+            allowed = {OUT_DTYPE[dt].name, ACC_DTYPE[dt].name}
+            try:
+                c = np.dtype(self.c_dtype).name
+            except TypeError:
+                c = repr(self.c_dtype)
+            if c not in allowed:
+                raise ShapeError(f"matmul: C of {c} from {dt.name} inputs is not possible; expected one of "
+                                 f"{', '.join(sorted(allowed))}")
+            object.__setattr__(self, "c_dtype", None if c == OUT_DTYPE[dt].name else c)
 
     @classmethod
     def of(cls, shape, dtype, **flags) -> "MatmulProblem":
@@ -58,17 +70,19 @@ class MatmulProblem(CubeProblem):
 
     @property
     def out_dtype(self) -> np.dtype:
-        return OUT_DTYPE[self.np_dtype]
+        return np.dtype(self.c_dtype) if self.c_dtype else OUT_DTYPE[self.np_dtype]
 
     @property
     def macs(self) -> int:
         return self.batch * self.m * self.n * self.k
 
     def key(self) -> str:
-        """The problem in a tiling-cache key: ``batch x M x N x K | dtype``. A tiling of the GEMM
-        serves every epilogue and layout of it (the flags change what FixPipe does on the way
-        out, not the tiles)."""
-        return f"{self.batch}x{self.m}x{self.n}x{self.k}|{self.dtype}"
+        """The problem in a tiling-cache key: ``batch x M x N x K | dtype`` (``-> C's dtype`` when
+        it is the accumulator's). A tiling of the GEMM serves every epilogue and layout of it
+        (the flags change what FixPipe does on the way out, not the tiles); a wider C doubles
+        the bytes written, which can change the best tiles."""
+        out = f"->{self.c_dtype}" if self.c_dtype else ""
+        return f"{self.batch}x{self.m}x{self.n}x{self.k}|{self.dtype}{out}"
 
 
 __all__ = ["MatmulProblem"]

@@ -52,7 +52,8 @@ class MatmulTiles:
     l0c_buffers: int = 2
     block_dim: int = 1
     swizzle_offset: int = 1     # catlass GemmIdentityBlockSwizzle<offset, direction>
-    swizzle_direction: int = 0  # 0: Zn (walk m within a band of `offset` rows), 1: Nz
+    swizzle_direction: int = 0  # 0: Zn (walk m within a band of `offset` rows), 1: Nz, 2: a static
+                                # grid of `offset` core rows, each core one block of whole tiles
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,12 @@ class MatmulTiling(TilingData):
         s = self.tiles
         return (f"{s.tile_m}x{s.tile_n}x{s.tile_k}/k0={s.tile_k0} "
                 f"buf={s.l1_buffers}/{s.l0_buffers}/{s.l0c_buffers} "
-                f"swz={s.swizzle_offset}{'Zn' if s.swizzle_direction == 0 else 'Nz'} "
+                f"swz={s.swizzle_offset}{SWIZZLE_NAMES[s.swizzle_direction]} "
                 f"blocks={s.block_dim}")
+
+
+#: the recipe's name of each swizzle direction
+SWIZZLE_NAMES = {0: "Zn", 1: "Nz", 2: "Grid"}
 
 
 # -- buffer demand ----------------------------------------------------------------------------
@@ -133,8 +138,10 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str
     out = tile_rules(s, c0_of(t.problem.np_dtype), "K0", t.problem.dtype)
     if s.tile_k < s.tile_k0 or s.tile_k % max(1, s.tile_k0):
         out.append(f"tile_k={s.tile_k} must be a positive multiple of tile_k0={s.tile_k0}")
-    if s.swizzle_offset < 1 or s.swizzle_direction not in (0, 1):
-        out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0 or 1")
+    if s.swizzle_offset < 1 or s.swizzle_direction not in SWIZZLE_NAMES:
+        out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0, 1 or 2")
+    elif s.swizzle_direction == 2 and grid_problem(t):
+        out.append(grid_problem(t))
     return out or over_capacity(buffer_demand(t, chip), chip)
 
 
@@ -182,15 +189,34 @@ def make_tiling(problem: MatmulProblem, chip: "ChipSpec | str" = DEFAULT_CHIP,
 
 
 # -- the block swizzle ------------------------------------------------------------------------
+def grid_problem(t: MatmulTiling) -> str | None:
+    """Why the static core grid of ``t`` (direction 2: ``swizzle_offset`` core rows of
+    ``block_dim / offset`` cores) cannot cut its tiles into equal whole blocks, or None."""
+    s, rows = t.tiles, t.tiles.swizzle_offset
+    cols = s.block_dim // rows
+    if rows * cols != s.block_dim or t.m_loops % rows or t.n_loops % cols or t.problem.batch != 1:
+        return (f"a static grid of {rows} core rows takes a block_dim ({s.block_dim}) that is a multiple of "
+                f"{rows}, {t.m_loops} x {t.n_loops} tiles that split evenly over the grid, and batch 1")
+    return None
+
+
 def swizzle_coord(t: MatmulTiling, loop_idx: int, offset: int | None = None,
                   direction: int | None = None) -> tuple[int, int, int]:
     """(batch, m index, n index) of block tile ``loop_idx``: catlass's
     ``GemmIdentityBlockSwizzle<offset, direction>``. Direction 0 ("Zn") walks down a band of
     ``offset`` tile rows before moving right (and back left in the next band); direction 1
-    ("Nz") the same with rows and columns exchanged."""
+    ("Nz") the same with rows and columns exchanged. Direction 2 ("Grid") is the static split of
+    pto-isa's GEMM baseline: the cores form ``offset`` rows of ``block_dim / offset``, each owns
+    one block of whole tiles and walks it row by row (core ``i % block_dim`` runs loop ``i``)."""
     off = t.tiles.swizzle_offset if offset is None else offset
     direction = t.tiles.swizzle_direction if direction is None else direction
     ml, nl = t.m_loops, t.n_loops
+    if direction == 2:
+        cols = t.tiles.block_dim // off
+        core, step = loop_idx % t.tiles.block_dim, loop_idx // t.tiles.block_dim
+        block_m, block_n = ml // off, nl // cols
+        (cm, cn), (lm, ln) = divmod(core, cols), divmod(step, block_n)
+        return 0, cm * block_m + lm, cn * block_n + ln
     batch, inner = divmod(loop_idx, ml * nl)
     if direction == 0:                                      # Zn
         band, pos = divmod(inner, off * nl)
@@ -270,4 +296,4 @@ def default_tiling(problem: MatmulProblem, chip: "ChipSpec | str" = DEFAULT_CHIP
 
 __all__ = ["MatmulTiles", "MatmulTiling", "TILINGS", "BIAS_SLOTS", "BLOCK_TILES", "nz_elems", "l1_tile_bytes",
            "l0_tile_bytes", "epilogue_of", "ub_plan_of", "buffer_demand", "problems", "can_implement", "make_tiling", "swizzle_coord",
-           "wave_bytes", "best_swizzle", "default_tiling"]
+           "wave_bytes", "best_swizzle", "default_tiling", "grid_problem", "SWIZZLE_NAMES"]
