@@ -16,7 +16,10 @@ reported as it is, with the pipe ratios that say where the cycles went.
   describes it: its tiling (base block 128 x 256 x 64, four K steps in L1, B stored N x K), its
   fp32 C (L0C written out unconverted: twice the bytes of an fp16 C) and its static split of
   the cores (4 rows of 6, each core one 1536 x 1024 block of C); the utilization its 1.504 ms
-  means on this chip's peak, and the cube busy ratio msprof reported (86%).
+  means on this chip's peak, and the cube busy ratio msprof reported (86%). Beside msprof's MTE2
+  ratio (95%) the row gives the simulated MTE2's busy ratio and its span ratio (issue to end,
+  a copy's latency included: :meth:`npulab.sim.trace.Trace.span_ratios`), the two readings of
+  what msprof counts.
 """
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ def gemm_rows(chip: str = "910b") -> list[dict]:
     common = {"shape": list(C2_SHAPE), "tiling": t.recipe(), "cycles": int(tr.cycles),
               "published_ms": C2_MS, "simulated_ms": ms,
               "published_mte2_ratio": C2_MTE2_RATIO, "simulated_mte2_ratio": ratios["mte2_ratio"],
+              "simulated_mte2_span_ratio": tr.span_ratios()["mte2_ratio"],
               "pipe_ratios": ratios}
     what = f"GEMM {m} x {n} x {k} fp16, {spec.sku}, {t.tiles.block_dim} cube cores"
     return [_pp_row("C2-time", what + ": time as utilization of the chip's peak", "C2", spec.name,

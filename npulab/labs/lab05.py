@@ -316,3 +316,4 @@ def print_published(rows=None) -> None:
     print(f"{'cube busy (aic_mac_ratio)':<28} {mac_row['published']:>10.1%} {mac_row['simulated']:>10.1%}")
     print(f"{'MTE2 busy (aic_mte2_ratio)':<28} {time_row['published_mte2_ratio']:>10.1%} "
           f"{time_row['simulated_mte2_ratio']:>10.1%}")
+    print(f"{'MTE2 issue to end':<28} {'':>10} {time_row['simulated_mte2_span_ratio']:>10.1%}")

@@ -158,6 +158,37 @@ class Trace:
         np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
 
+    def span_cycles(self, core: int | None = None, role: str | None = None) -> np.ndarray:
+        """Cycles each pipe had an instruction under way, from its start to its end (its
+        in-flight latency included, overlaps counted once), summed over ``core``, the cores of
+        ``role`` or all cores. msprof's PipeUtilization page says MTE1's time leaves out "transfer
+        waits" and says no such thing of MTE2's: this is the reading in which they count."""
+        sel = self.kind == Kind.WORK
+        if role is not None:
+            sel &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
+        cores = [core] if core is not None else np.unique(self.core[sel]).tolist()
+        span = np.zeros(NUM_PIPES, dtype=np.int64)
+        for c in cores:
+            mine = sel & (self.core == c)
+            for p in np.unique(self.pipe[mine]).tolist():
+                at = np.flatnonzero(mine & (self.pipe == p))
+                order = np.argsort(self.start[at], kind="stable")
+                s, e = self.start[at][order].astype(np.int64), self.end[at][order].astype(np.int64)
+                reach = np.maximum.accumulate(e)               # the latest end so far
+                gap = s[1:] > reach[:-1]                       # a new stretch starts here
+                firsts = s[np.r_[True, gap]]
+                lasts = reach[np.r_[gap, True]]
+                span[p] += int((lasts - firsts).sum())
+        return span
+
+    def span_ratios(self, core: int | None = None, role: str | None = None) -> dict[str, float]:
+        """:meth:`span_cycles` over the cores' time, as :meth:`pipe_ratios` divides busy cycles:
+        how much of the time each pipe had work started and not yet completed."""
+        cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
+        denom = max(1, self.core_time) * max(1, cores)
+        span = self.span_cycles(core, role)
+        return {RATIO_NAMES[Pipe(p)]: float(span[p]) / denom for p in range(NUM_PIPES)}
+
     def issue_cycles(self, core: int | None = None, role: str | None = None) -> int:
         """Cycles the scalar unit spent issuing the other pipes' instructions (``issue_cycles``
         each, sim.timeline), over ``core``, the cores of ``role`` or all cores."""

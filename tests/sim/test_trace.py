@@ -91,3 +91,25 @@ def test_occupancy_is_the_sum_of_live_allocations(trace):
 def test_table_is_readable(trace):
     text = trace.table()
     assert "mte2_ratio" in text and "cycles" in text and "bytes GM->UB" in text
+
+
+def _union(intervals):
+    """Cycles covered by ``intervals`` (start, end), each cycle once: an independent count."""
+    covered = set()
+    for s, e in intervals:
+        covered.update(range(int(s), int(e)))
+    return len(covered)
+
+
+def test_span_counts_each_pipe_from_start_to_end_and_each_cycle_once(trace):
+    work = trace.kind == Kind.WORK
+    for core in (0, 1):
+        span, busy = trace.span_cycles(core), trace.busy_cycles(core)
+        for p in (Pipe.MTE2, Pipe.V, Pipe.MTE3):
+            mine = np.flatnonzero(work & (trace.core == core) & (trace.pipe == int(p)))
+            assert span[int(p)] == _union(zip(trace.start[mine], trace.end[mine]))
+            assert span[int(p)] >= busy[int(p)]              # a copy's latency is under way, not busy
+        assert span[int(Pipe.MTE2)] > busy[int(Pipe.MTE2)]
+    ratios, spans = trace.pipe_ratios(), trace.span_ratios()
+    assert all(0 <= spans[k] <= 1 for k in spans) and spans["mte2_ratio"] > ratios["mte2_ratio"]
+    assert trace.span_cycles().tolist() == (trace.span_cycles(0) + trace.span_cycles(1)).tolist()
