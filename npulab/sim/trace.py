@@ -146,14 +146,25 @@ class Trace:
             raise ArgumentError(f"{what}: core={core!r} is out of range; this trace used cores 0-{ncores - 1}")
         return int(core)
 
-    def busy_cycles(self, core: int | None = None, role: str | None = None) -> np.ndarray:
-        """Cycles each pipe was occupied by work (not waiting, not a copy's in-flight latency),
-        summed over ``core``, over the cores of ``role`` ("aic", "aiv"), or over all cores."""
-        sel = self.kind == Kind.WORK
+    def _on(self, core: int | None, role: str | None) -> np.ndarray:
+        """Which instructions ran on ``core``, on the cores of ``role`` ("aic", "aiv"), or anywhere."""
+        sel = np.ones(len(self.core), dtype=bool)
         if core is not None:
             sel &= self.core == core
         if role is not None:
             sel &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
+        return sel
+
+    def _core_time_of(self, core: int | None, role: str | None) -> int:
+        """The cores' time summed over ``core``, the cores of ``role`` or every core used: what a
+        ratio of pipe cycles divides by."""
+        cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
+        return max(1, self.core_time) * max(1, cores)
+
+    def busy_cycles(self, core: int | None = None, role: str | None = None) -> np.ndarray:
+        """Cycles each pipe was occupied by work (not waiting, not a copy's in-flight latency),
+        summed over ``core``, over the cores of ``role`` ("aic", "aiv"), or over all cores."""
+        sel = (self.kind == Kind.WORK) & self._on(core, role)
         busy = np.zeros(NUM_PIPES, dtype=np.int64)
         np.add.at(busy, self.pipe[sel].astype(np.int64), (self.busy_end - self.start)[sel])
         return busy
@@ -163,10 +174,8 @@ class Trace:
         in-flight latency included, overlaps counted once), summed over ``core``, the cores of
         ``role`` or all cores. msprof's PipeUtilization page says MTE1's time leaves out "transfer
         waits" and says no such thing of MTE2's: this is the reading in which they count."""
-        sel = self.kind == Kind.WORK
-        if role is not None:
-            sel &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
-        cores = [core] if core is not None else np.unique(self.core[sel]).tolist()
+        sel = (self.kind == Kind.WORK) & self._on(core, role)
+        cores = np.unique(self.core[sel]).tolist()
         span = np.zeros(NUM_PIPES, dtype=np.int64)
         for c in cores:
             mine = sel & (self.core == c)
@@ -184,19 +193,14 @@ class Trace:
     def span_ratios(self, core: int | None = None, role: str | None = None) -> dict[str, float]:
         """:meth:`span_cycles` over the cores' time, as :meth:`pipe_ratios` divides busy cycles:
         how much of the time each pipe had work started and not yet completed."""
-        cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
-        denom = max(1, self.core_time) * max(1, cores)
+        denom = self._core_time_of(core, role)
         span = self.span_cycles(core, role)
         return {RATIO_NAMES[Pipe(p)]: float(span[p]) / denom for p in range(NUM_PIPES)}
 
     def issue_cycles(self, core: int | None = None, role: str | None = None) -> int:
         """Cycles the scalar unit spent issuing the other pipes' instructions (``issue_cycles``
         each, sim.timeline), over ``core``, the cores of ``role`` or all cores."""
-        issued = (self.pipe != int(Pipe.S)) & (self.kind != Kind.BARRIER_ALL)
-        if core is not None:
-            issued &= self.core == core
-        if role is not None:
-            issued &= np.isin(self.core, [c for c, r in enumerate(self.core_roles) if r == role])
+        issued = (self.pipe != int(Pipe.S)) & (self.kind != Kind.BARRIER_ALL) & self._on(core, role)
         return int(np.count_nonzero(issued)) * int(self.chip.issue_cycles)
 
     @property
@@ -210,8 +214,7 @@ class Trace:
         """msprof PipeUtilization: busy cycles of each pipe / the cores' time (averaged over
         the cores used, or over the cores of ``role``, when ``core`` is None); the scalar unit's
         include issuing the other pipes' instructions (:meth:`issue_cycles`)."""
-        cores = 1 if core is not None else (self.core_roles.count(role) if role else len(self.core_cycles))
-        denom = max(1, self.core_time) * max(1, cores)
+        denom = self._core_time_of(core, role)
         busy = self.busy_cycles(core, role)
         busy[int(Pipe.S)] += self.issue_cycles(core, role)    # issuing is the scalar unit's work too
         return {RATIO_NAMES[Pipe(p)]: float(busy[p]) / denom for p in range(NUM_PIPES)}
