@@ -140,8 +140,8 @@ def problems(t: MatmulTiling, chip: "ChipSpec | str" = DEFAULT_CHIP) -> list[str
         out.append(f"tile_k={s.tile_k} must be a positive multiple of tile_k0={s.tile_k0}")
     if s.swizzle_offset < 1 or s.swizzle_direction not in SWIZZLE_NAMES:
         out.append(f"swizzle ({s.swizzle_offset}, {s.swizzle_direction}): offset >= 1, direction 0, 1 or 2")
-    elif s.swizzle_direction == 2 and grid_problem(t):
-        out.append(grid_problem(t))
+    elif s.swizzle_direction == 2 and (why := grid_problem(t)):
+        out.append(why)
     return out or over_capacity(buffer_demand(t, chip), chip)
 
 
