@@ -235,6 +235,10 @@ def pipe_named(name: str) -> Pipe | None:
     return next((p for p in Pipe if p != Pipe.ALL and up in (p.name, TRACK_NAMES[p], f"PIPE_{p.name}")), None)
 
 
+#: the hint of a cube tiling with one buffer at some level (L1, L0, L0C)
+ONE_BUFFER_HINT = "with one buffer at a level its copies and the cube take turns: use 2 at every level."
+
+
 def perf_verdict(cycles: int, reference: int, what: str, hint: str) -> Verdict:
     """Correct already; now the cycles: pass within PERF_SLACK x the reference."""
     target = math.floor(reference * PERF_SLACK)
@@ -250,5 +254,5 @@ from . import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab
 
 __all__ = ["PERF_SLACK", "REGISTRY", "Exercise", "Verdict", "exercise", "is_blank",
            "is_empty_function", "same_code", "screen_function", "screen_class", "stopped", "whole_numbers",
-           "pipe_named", "perf_verdict", "lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06",
+           "pipe_named", "perf_verdict", "ONE_BUFFER_HINT", "lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06",
            "lab07", "lab08", "lab09", "lab15"]

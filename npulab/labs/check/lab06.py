@@ -14,7 +14,8 @@ from ...chips import get_chip
 from ...kernels.conv import ConvTiles, problems, simulate, tiled
 from ...kernels.examples.img2col import img2col_on_npu
 from .. import lab06 as ref
-from . import exercise, failed, is_blank, not_attempted, passed, perf_verdict, screen_function, whole_numbers
+from . import (ONE_BUFFER_HINT, exercise, failed, is_blank, not_attempted, passed, perf_verdict, screen_function,
+               whole_numbers)
 
 C0 = ref.C0
 #: exercise 4's reference solution: tall block tiles, so the halo rows and the weights are read
@@ -244,7 +245,7 @@ def conv_tiles(answer):
     reference = _tiling_reference_cycles()
     reads = ref.gm_read_bytes(t)
     if min(t.tiles.l1_buffers, t.tiles.l0_buffers, t.tiles.l0c_buffers) < 2:
-        hint = "with one buffer at a level, its copies and the cube take turns: use 2 at every level."
+        hint = ONE_BUFFER_HINT
     elif reads > 1.2 * _tiling_reference_reads():
         rate = get_chip(ref.TILING_CHIP).gm_sustained_bytes_per_cycle
         hint = (f"your tiles copy {reads:,} B in from GM, which moves {rate:.0f} B a cycle on this chip: each block "
@@ -367,7 +368,7 @@ def fill_the_cores(answer):
                 f"{-(-t.problem.k // answer.tile_k0)} mmads a tile, each paying its start-up: longer mmads "
                 f"(TILE_K0) and longer L1 steps (C1_STEP).")
     elif min(answer.l1_buffers, answer.l0_buffers, answer.l0c_buffers) < 2:
-        hint = "with one buffer at a level its copies and the cube take turns: use 2 at every level."
+        hint = ONE_BUFFER_HINT
     else:
         hint = "longer L1 steps (C1_STEP) pay fewer copy start-ups; balance the tiles so no core runs two."
     v = perf_verdict(cycles, reference, f"{t.recipe()} gives {busy} of {chip.ai_cores} cores a block tile", hint)

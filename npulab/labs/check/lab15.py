@@ -9,7 +9,7 @@ from dataclasses import replace
 from ...errors import NpuError
 from ...kernels.conv import ConvTiles
 from .. import lab15 as ref
-from . import as_number, close, exercise, failed, is_blank, not_attempted, passed, perf_verdict
+from . import ONE_BUFFER_HINT, as_number, close, exercise, failed, is_blank, not_attempted, passed, perf_verdict
 
 #: a prediction within this fraction of the measured latency passes
 PREDICT_TOLERANCE = 0.04
@@ -141,7 +141,7 @@ def slowest_layer_fix(answer):
         hint = (f"block_dim={tiles.block_dim} of {cores} cores: at batch 1 this layer's output has few "
                 f"rows; narrower N tiles make more block tiles, one for every core.")
     elif min(tiles.l1_buffers, tiles.l0_buffers, tiles.l0c_buffers) < 2:
-        hint = "with one buffer at a level its copies and the cube take turns: use 2 at every level."
+        hint = ONE_BUFFER_HINT
     else:
         hint = "K is 9 x 512 long: a longer C1_STEP and TILE_K0 pay fewer copy and mmad start-ups."
     v = perf_verdict(cycles, reference, f"{name}, the slowest layer ({naive:,} cycles naive), re-tiled", hint)
