@@ -41,9 +41,10 @@ class AddTiling(Tiling):
 
 
 def add_tiling(n: int, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, buffer_num: int = 2,
-               tile: int | None = None) -> AddTiling:
+               tile: int | None = None, cores: int | None = None) -> AddTiling:
     """Split ``n`` elements over the chip's vector cores (``chip.cores_for("aiv")``: the AI
-    cores of a coupled chip, the AIV cores of a split one), then each block into UB tiles.
+    cores of a coupled chip, the AIV cores of a split one), or over ``cores`` of them (a core
+    sweep), then each block into UB tiles.
 
     block_factor = ceil(n / cores) rounded up to a 32-byte block; the UB holds
     QUEUES_PER_TILE x buffer_num slots, so a tile is at most UB / (3 x buffer_num) bytes, and at
@@ -56,8 +57,11 @@ def add_tiling(n: int, dtype, chip: "ChipSpec | str" = DEFAULT_CHIP, buffer_num:
         raise ShapeError(f"add_tiling: need at least one element, got n={n}")
     if buffer_num < 1:
         raise ShapeError(f"add_tiling: buffer_num must be at least 1, got {buffer_num}")
+    most = chip.cores_for("aiv")
+    if cores is not None and not 1 <= cores <= most:
+        raise ShapeError(f"add_tiling: cores={cores} must be 1 to the {most} vector cores of chip '{chip.name}'")
     per_block = BLOCK_BYTES // dt.itemsize                 # elements in a 32-byte block
-    block_factor = round_up(ceil_div(n, chip.cores_for("aiv")), per_block)
+    block_factor = round_up(ceil_div(n, cores or most), per_block)
     block_dim = ceil_div(n, block_factor)
     ub_tile = (chip.buffers.ub // (QUEUES_PER_TILE * buffer_num)) // BLOCK_BYTES * BLOCK_BYTES // dt.itemsize
     if tile is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div, round_up
+from ..arch import BLOCK_BYTES, DEFAULT_CHIP, ceil_div
 from ..chips import get_chip
 from ..kernels.elementwise import AddTiling, add_kernel, add_tiling
 from ..kernels.examples.row_scale_2d import RowScale2DTiling, demand_2d, launch_row_scale_2d
@@ -97,10 +97,7 @@ def cores_sweep(n: int = 1 << 22, cores=(1, 2, 4, 8, 16, 32), chip: str = DEFAUL
     x = np.zeros(n, np.float16)
     rows = []
     for k in cores:
-        bf = round_up(ceil_div(n, k), 16)                       # ceil(n / k), whole 32-byte blocks
-        ub_tile = c.buffers.ub // (3 * 2) // BLOCK_BYTES * BLOCK_BYTES // 2
-        tile = min(ub_tile, round_up(ceil_div(bf, 8), 16))       # at least 8 tiles a block
-        t = AddTiling(n, bf, ceil_div(n, bf), tile, 2)
+        t = add_tiling(n, x.dtype, c, 2, cores=k)
         _, trace = run_add_tiling(t, x, x, chip=c.name, mode="timing")
         us = trace.us(trace.cycles)
         rows.append({"cores": t.block_dim, "cycles": trace.cycles, "us": us,

@@ -125,3 +125,16 @@ def test_add_never_beats_the_gm_roofline(chip, cores):
     moved = s["gm_read_bytes"] + s["gm_write_bytes"]
     assert moved / s["cycles"] <= spec.memory.gm_bytes_per_cycle
     assert s["hbm_read_bytes"] >= s["gm_read_bytes"]        # each range read once: no L2 hits
+
+
+def test_add_tiling_over_fewer_cores_and_a_core_count_out_of_range():
+    # a core sweep (lab 03): the same rules as over all the cores, with n / cores per block
+    full = add_tiling(1 << 20, np.float16, "910")
+    assert add_tiling(1 << 20, np.float16, "910", cores=32) == full
+    four = add_tiling(1 << 20, np.float16, "910", cores=4)
+    assert (four.block_dim, four.block_factor) == (4, 1 << 18)
+    ub = npulab.get_chip("910").buffers.ub
+    assert (full.tile, four.tile) == ((1 << 15) // 8, ub // (3 * 2) // 32 * 32 // 2)   # 8 a block; UB's limit
+    for bad in (0, 33):
+        with pytest.raises(npulab.ShapeError, match=rf"cores={bad} must be 1 to the 32 vector cores of chip '910'"):
+            add_tiling(1 << 20, np.float16, "910", cores=bad)
